@@ -1,0 +1,42 @@
+//! The config file exactly as written: serde types that reject unknown keys and
+//! keep each value's position, so validation can name the line.
+
+use serde::Deserialize;
+use toml::Spanned;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawConfig {
+    pub listen: Option<Spanned<String>>,
+    pub max_body_bytes: Option<Spanned<u64>>,
+    #[serde(default)]
+    pub providers: Vec<Spanned<RawProvider>>,
+    #[serde(default)]
+    pub routes: Vec<Spanned<RawRoute>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawProvider {
+    pub name: Spanned<String>,
+    pub kind: Spanned<String>,
+    pub base_url: Spanned<String>,
+    pub api_key: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRoute {
+    pub model: Spanned<String>,
+    pub first_token_timeout_ms: Option<Spanned<u64>>,
+    pub idle_timeout_ms: Option<Spanned<u64>>,
+    pub targets: Spanned<Vec<Spanned<RawTarget>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTarget {
+    pub provider: Spanned<String>,
+    pub model: Spanned<String>,
+    pub context_window: Option<Spanned<u64>>,
+}

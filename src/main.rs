@@ -1,0 +1,190 @@
+//! The `baton` command: parse the CLI, load the config, serve.
+
+mod demo;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use baton::AppState;
+use baton::config::{self, Config};
+use baton::core::Engine;
+use baton::mock::{Fault, MockProvider, Schedule};
+use baton::providers::ProviderKind;
+use clap::{Parser, Subcommand};
+use tracing_subscriber::EnvFilter;
+
+/// A streaming-first SSE proxy for LLM APIs that fails over before the first token.
+#[derive(Parser)]
+#[command(name = "baton", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the proxy.
+    Serve {
+        /// The config file.
+        #[arg(long, default_value = "baton.toml")]
+        config: PathBuf,
+        /// Listen here instead of the config's `listen`.
+        #[arg(long)]
+        listen: Option<SocketAddr>,
+    },
+    /// Run the proxy with a flaky and a healthy simulated provider: no keys needed.
+    Demo {
+        /// Where the proxy listens.
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        listen: SocketAddr,
+    },
+    /// Run one fault-injecting simulated provider.
+    Mock(MockArgs),
+    /// Validate a config and print its routes.
+    Check {
+        /// The config file.
+        #[arg(long, default_value = "baton.toml")]
+        config: PathBuf,
+    },
+}
+
+#[derive(clap::Args)]
+struct MockArgs {
+    /// The wire format: openai, anthropic or gemini.
+    #[arg(long, default_value = "openai", value_parser = parse_kind)]
+    kind: ProviderKind,
+    /// Where it listens.
+    #[arg(long, default_value = "127.0.0.1:9001")]
+    listen: SocketAddr,
+    /// The word its tokens are made of.
+    #[arg(long)]
+    marker: Option<String>,
+    /// Tokens per answer.
+    #[arg(long, default_value_t = 20)]
+    tokens: usize,
+    /// Milliseconds to the first token.
+    #[arg(long, default_value_t = 50)]
+    first_token_ms: u64,
+    /// Milliseconds between tokens.
+    #[arg(long, default_value_t = 20)]
+    gap_ms: u64,
+    /// Fault classes to inject (repeat or comma-separate); one is drawn per faulty request.
+    #[arg(long = "fault", value_delimiter = ',', value_parser = parse_fault)]
+    faults: Vec<Fault>,
+    /// The share of requests that get a fault, 0 to 1.
+    #[arg(long, default_value_t = 1.0)]
+    fault_rate: f64,
+    /// Only the first N requests get a fault.
+    #[arg(long, conflicts_with = "fault_rate")]
+    first: Option<u64>,
+    /// The seed for drawing faults.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Require this API key.
+    #[arg(long)]
+    api_key: Option<String>,
+}
+
+fn parse_kind(name: &str) -> Result<ProviderKind, String> {
+    ProviderKind::from_name(name).ok_or_else(|| format!("unknown kind {name:?}; expected openai, anthropic or gemini"))
+}
+
+fn parse_fault(name: &str) -> Result<Fault, String> {
+    Fault::from_name(name).ok_or_else(|| {
+        let names: Vec<&str> = Fault::ALL.iter().map(|f| f.name()).collect();
+        format!("unknown fault {name:?}; expected one of {}", names.join(", "))
+    })
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
+        .init();
+    let result = match Cli::parse().command {
+        Command::Serve { config, listen } => serve(&config, listen).await,
+        Command::Demo { listen } => demo::run(listen).await,
+        Command::Mock(args) => mock(args).await,
+        Command::Check { config } => check(&config),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("baton: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+type AnyError = Box<dyn std::error::Error>;
+
+async fn serve(path: &std::path::Path, listen: Option<SocketAddr>) -> Result<(), AnyError> {
+    let mut config = config::load(path)?;
+    if let Some(listen) = listen {
+        config.listen = listen;
+    }
+    run_proxy(config).await
+}
+
+/// Binds the config's address and serves until the process ends.
+pub(crate) async fn run_proxy(config: Config) -> Result<(), AnyError> {
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|err| format!("cannot listen on {}: {err}", config.listen))?;
+    tracing::info!(listen = %listener.local_addr()?, routes = config.routes.len(), "baton is serving");
+    let state = AppState { config: Arc::new(config), engine: Engine::new()? };
+    baton::serve(listener, state).await?;
+    Ok(())
+}
+
+async fn mock(args: MockArgs) -> Result<(), AnyError> {
+    let schedule = match args.first {
+        Some(n) => Schedule::FirstRequests(n),
+        None => Schedule::Random { probability: args.fault_rate.clamp(0.0, 1.0), seed: args.seed },
+    };
+    let mut provider = MockProvider::new(args.kind)
+        .tokens(args.tokens)
+        .first_token_after(Duration::from_millis(args.first_token_ms))
+        .gap(Duration::from_millis(args.gap_ms))
+        .faults(&args.faults)
+        .schedule(schedule);
+    if let Some(marker) = &args.marker {
+        provider = provider.marker(marker);
+    }
+    if let Some(key) = &args.api_key {
+        provider = provider.api_key(key);
+    }
+    let handle = provider.bind(args.listen).await.map_err(|err| format!("cannot listen on {}: {err}", args.listen))?;
+    tracing::info!(kind = %args.kind, base_url = %handle.base_url(), "simulated provider is serving");
+    tokio::signal::ctrl_c().await?;
+    Ok(())
+}
+
+#[expect(clippy::print_stdout, reason = "check prints its report")]
+fn check(path: &std::path::Path) -> Result<(), AnyError> {
+    let config = config::load(path)?;
+    println!("{}: ok, listening on {}", path.display(), config.listen);
+    for route in &config.routes {
+        println!(
+            "route {:?} (first token {} ms, idle {} ms)",
+            route.model,
+            route.first_token_timeout.as_millis(),
+            route.idle_timeout.as_millis()
+        );
+        for (i, target) in route.targets.iter().enumerate() {
+            let provider = &target.provider;
+            println!(
+                "  {}. {} ({}, {}) model {}",
+                i + 1,
+                provider.name,
+                provider.kind,
+                provider.base_url,
+                target.model
+            );
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,316 @@
+//! Fault-injecting simulated providers, speaking each provider's real wire
+//! format over real TCP. The same code drives the tests, the benchmarks,
+//! `baton demo` and `baton mock`.
+
+mod server;
+pub mod wire;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::providers::ProviderKind;
+
+/// A way for a simulated provider to misbehave: the fault classes of DESIGN.md §3.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Fault {
+    /// Accept the connection and close it at once, without an answer.
+    Refuse,
+    /// Answer 503 with a JSON error body.
+    Http5xx,
+    /// Answer 429 with `Retry-After`.
+    Http429,
+    /// Accept the request and never answer.
+    StallHeaders,
+    /// Send 200 and SSE headers, then nothing.
+    StallFirstToken,
+    /// Send the provider's pre-token events (role chunk, `message_start`, ping), then nothing.
+    RoleThenStall,
+    /// Send 200 and SSE headers, then close the connection.
+    CloseBeforeToken,
+    /// Send an event no decoder can read.
+    Malformed,
+    /// Send the provider's error event before any token.
+    ErrorEvent,
+    /// Answer correctly, but only after [`MockProvider::slow_first_token`].
+    SlowFirstToken,
+    /// Send a few tokens, then nothing.
+    MidstreamStall,
+    /// Send a few tokens, then end the body without the end marker.
+    MidstreamClose,
+}
+
+impl Fault {
+    /// Every fault a simulated provider can inject.
+    pub const ALL: [Fault; 12] = [
+        Fault::Refuse,
+        Fault::Http5xx,
+        Fault::Http429,
+        Fault::StallHeaders,
+        Fault::StallFirstToken,
+        Fault::RoleThenStall,
+        Fault::CloseBeforeToken,
+        Fault::Malformed,
+        Fault::ErrorEvent,
+        Fault::SlowFirstToken,
+        Fault::MidstreamStall,
+        Fault::MidstreamClose,
+    ];
+
+    /// The class name used on the command line and in DESIGN.md.
+    pub fn name(self) -> &'static str {
+        match self {
+            Fault::Refuse => "refuse",
+            Fault::Http5xx => "http_5xx",
+            Fault::Http429 => "http_429",
+            Fault::StallHeaders => "stall_headers",
+            Fault::StallFirstToken => "stall_first_token",
+            Fault::RoleThenStall => "role_then_stall",
+            Fault::CloseBeforeToken => "close_before_token",
+            Fault::Malformed => "malformed",
+            Fault::ErrorEvent => "error_event",
+            Fault::SlowFirstToken => "slow_first_token",
+            Fault::MidstreamStall => "midstream_stall",
+            Fault::MidstreamClose => "midstream_close",
+        }
+    }
+
+    /// Parses a class name.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|fault| fault.name() == name)
+    }
+}
+
+/// Which requests get a fault.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Schedule {
+    /// Every request.
+    Always,
+    /// The first N requests, then none: a provider that recovers.
+    FirstRequests(u64),
+    /// Each request with this probability, drawn from a seeded generator so a
+    /// run can be repeated.
+    Random {
+        /// The chance of a fault, 0 to 1.
+        probability: f64,
+        /// The generator's seed.
+        seed: u64,
+    },
+}
+
+/// A simulated provider, configured with a builder and started with [`MockProvider::spawn`].
+#[derive(Debug, Clone)]
+pub struct MockProvider {
+    kind: ProviderKind,
+    marker: String,
+    tokens: usize,
+    first_token_after: Duration,
+    gap: Duration,
+    slow_first_token: Duration,
+    tokens_before_fault: usize,
+    faults: Vec<Fault>,
+    schedule: Schedule,
+    api_key: Option<String>,
+    retry_after_secs: u64,
+}
+
+impl MockProvider {
+    /// A healthy provider of `kind` that answers 8 tokens of `marker` words at once.
+    pub fn new(kind: ProviderKind) -> Self {
+        MockProvider {
+            kind,
+            marker: kind.name().to_owned(),
+            tokens: 8,
+            first_token_after: Duration::ZERO,
+            gap: Duration::ZERO,
+            slow_first_token: Duration::from_secs(5),
+            tokens_before_fault: 3,
+            faults: Vec::new(),
+            schedule: Schedule::Always,
+            api_key: None,
+            retry_after_secs: 1,
+        }
+    }
+
+    /// A simulated OpenAI.
+    pub fn openai() -> Self {
+        Self::new(ProviderKind::OpenAi)
+    }
+
+    /// A simulated Anthropic.
+    pub fn anthropic() -> Self {
+        Self::new(ProviderKind::Anthropic)
+    }
+
+    /// A simulated Gemini.
+    pub fn gemini() -> Self {
+        Self::new(ProviderKind::Gemini)
+    }
+
+    /// The word its tokens are made of, so leaks name their source.
+    pub fn marker(mut self, marker: &str) -> Self {
+        self.marker = marker.to_owned();
+        self
+    }
+
+    /// How many tokens a complete answer has.
+    pub fn tokens(mut self, tokens: usize) -> Self {
+        self.tokens = tokens;
+        self
+    }
+
+    /// The delay from the request to the first token.
+    pub fn first_token_after(mut self, delay: Duration) -> Self {
+        self.first_token_after = delay;
+        self
+    }
+
+    /// The delay between tokens.
+    pub fn gap(mut self, gap: Duration) -> Self {
+        self.gap = gap;
+        self
+    }
+
+    /// How much later than usual the first token comes under [`Fault::SlowFirstToken`].
+    pub fn slow_first_token(mut self, delay: Duration) -> Self {
+        self.slow_first_token = delay;
+        self
+    }
+
+    /// How many tokens come before a mid-stream fault.
+    pub fn tokens_before_fault(mut self, tokens: usize) -> Self {
+        self.tokens_before_fault = tokens;
+        self
+    }
+
+    /// Injects `fault` on every request (see [`MockProvider::schedule`]).
+    pub fn fault(self, fault: Fault) -> Self {
+        self.faults(&[fault])
+    }
+
+    /// Injects one of `faults`, drawn at random, on scheduled requests.
+    pub fn faults(mut self, faults: &[Fault]) -> Self {
+        self.faults = faults.to_vec();
+        self
+    }
+
+    /// Which requests get a fault.
+    pub fn schedule(mut self, schedule: Schedule) -> Self {
+        self.schedule = schedule;
+        self
+    }
+
+    /// Requires this key, in the provider's own header, answering 401 without it.
+    pub fn api_key(mut self, key: &str) -> Self {
+        self.api_key = Some(key.to_owned());
+        self
+    }
+
+    /// The `Retry-After` seconds of a 429.
+    pub fn retry_after_secs(mut self, secs: u64) -> Self {
+        self.retry_after_secs = secs;
+        self
+    }
+
+    /// The text a healthy answer carries.
+    pub fn expected_text(&self) -> String {
+        wire::answer_text(&self.marker, self.tokens)
+    }
+
+    /// Starts serving on a free loopback port.
+    pub async fn spawn(self) -> std::io::Result<MockHandle> {
+        self.bind(SocketAddr::from(([127, 0, 0, 1], 0))).await
+    }
+
+    /// Starts serving on `addr`.
+    pub async fn bind(self, addr: SocketAddr) -> std::io::Result<MockHandle> {
+        let listener = TcpListener::bind(addr).await?;
+        let addr = listener.local_addr()?;
+        let (closed_tx, closed) = watch::channel(0);
+        let shared = Arc::new(server::Shared {
+            rng: Mutex::new(fastrand::Rng::with_seed(match self.schedule {
+                Schedule::Random { seed, .. } => seed,
+                _ => 0,
+            })),
+            provider: self,
+            requests: Mutex::new(Vec::new()),
+            closed: closed_tx,
+        });
+        let task = tokio::spawn(server::accept_loop(listener, Arc::clone(&shared)));
+        Ok(MockHandle { addr, shared, closed, task })
+    }
+}
+
+/// A request a simulated provider received, for tests to check translation.
+#[derive(Debug, Clone)]
+pub struct RecordedRequest {
+    /// Path and query.
+    pub path: String,
+    /// Headers, names lowercased.
+    pub headers: HashMap<String, String>,
+    /// The JSON body (`null` when it was not JSON).
+    pub body: serde_json::Value,
+    /// The fault injected into the answer, if any.
+    pub fault: Option<Fault>,
+}
+
+/// A running simulated provider; dropping it stops accepting connections.
+pub struct MockHandle {
+    addr: SocketAddr,
+    shared: Arc<server::Shared>,
+    closed: watch::Receiver<u64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl MockHandle {
+    /// The listening address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The base URL to configure, following the kind's SDK convention.
+    pub fn base_url(&self) -> String {
+        match self.shared.provider.kind {
+            ProviderKind::OpenAi => format!("http://{}/v1", self.addr),
+            ProviderKind::Anthropic | ProviderKind::Gemini => format!("http://{}", self.addr),
+        }
+    }
+
+    /// The provider's configuration.
+    pub fn provider(&self) -> &MockProvider {
+        &self.shared.provider
+    }
+
+    /// Every request received so far.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.shared.requests.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+
+    /// How many times the client closed a connection while an answer was
+    /// still being written or withheld.
+    pub fn closed_early(&self) -> u64 {
+        *self.closed.borrow()
+    }
+
+    /// Waits until the client has closed more than `seen` answers early.
+    pub async fn wait_closed_early(&self, seen: u64) {
+        let mut closed = self.closed.clone();
+        let _ = closed.wait_for(|count| *count > seen).await;
+    }
+}
+
+impl Drop for MockHandle {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// A loopback address where nothing listens, for the `refuse` class.
+pub async fn refusing_addr() -> std::io::Result<SocketAddr> {
+    let listener = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
+    listener.local_addr()
+}

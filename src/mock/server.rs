@@ -1,0 +1,288 @@
+//! The simulated providers' HTTP/1.1 server, on raw TCP so every fault can be
+//! written exactly: a reset, headers then silence, a body cut mid-event.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{ReadHalf, WriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+use super::{Fault, MockProvider, RecordedRequest, Schedule, wire};
+use crate::providers::ProviderKind;
+
+const MAX_REQUEST_BYTES: usize = 16 * 1024 * 1024;
+
+pub(super) struct Shared {
+    pub provider: MockProvider,
+    pub rng: Mutex<fastrand::Rng>,
+    pub requests: Mutex<Vec<RecordedRequest>>,
+    pub closed: watch::Sender<u64>,
+}
+
+impl Shared {
+    fn next_fault(&self, index: usize) -> Option<Fault> {
+        let faults = &self.provider.faults;
+        if faults.is_empty() {
+            return None;
+        }
+        let mut rng = self.rng.lock().ok()?;
+        let fires = match self.provider.schedule {
+            Schedule::Always => true,
+            Schedule::FirstRequests(n) => (index as u64) < n,
+            Schedule::Random { probability, .. } => rng.f64() < probability,
+        };
+        fires.then(|| faults[rng.usize(..faults.len())])
+    }
+}
+
+pub(super) async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+    loop {
+        let Ok((socket, _)) = listener.accept().await else { continue };
+        let _ = socket.set_nodelay(true);
+        tokio::spawn(connection(socket, Arc::clone(&shared)));
+    }
+}
+
+/// Serves requests on one connection until the client closes it or a fault ends it.
+async fn connection(mut socket: TcpStream, shared: Arc<Shared>) {
+    let mut buffer = Vec::new();
+    loop {
+        let Some(request) = read_request(&mut socket, &mut buffer).await else { return };
+        let fault = {
+            let Ok(mut requests) = shared.requests.lock() else { return };
+            let fault = shared.next_fault(requests.len());
+            requests.push(RecordedRequest { fault, ..request.clone() });
+            fault
+        };
+        let (mut reader, mut writer) = socket.split();
+        let exchange = Exchange { shared: &shared, request: &request, writer: &mut writer };
+        match exchange.respond(fault, &mut reader).await {
+            Ok(Next::KeepAlive) => {}
+            Ok(Next::Close) | Err(_) => return,
+            Ok(Next::PeerClosed) => {
+                shared.closed.send_modify(|count| *count += 1);
+                return;
+            }
+        }
+    }
+}
+
+enum Next {
+    KeepAlive,
+    Close,
+    PeerClosed,
+}
+
+struct Exchange<'a, 'w> {
+    shared: &'a Shared,
+    request: &'a RecordedRequest,
+    writer: &'a mut WriteHalf<'w>,
+}
+
+impl Exchange<'_, '_> {
+    async fn respond(mut self, fault: Option<Fault>, reader: &mut ReadHalf<'_>) -> std::io::Result<Next> {
+        let provider = &self.shared.provider;
+        let kind = provider.kind;
+        if !wire::is_chat_path(kind, &self.request.path) {
+            let message = format!("no route for {}", self.request.path);
+            return self.json_error(404, "Not Found", &message, &[]).await;
+        }
+        if let Some(key) = &provider.api_key {
+            let (name, expected) = wire::auth_header(kind, key);
+            if self.request.headers.get(name) != Some(&expected) {
+                return self.json_error(401, "Unauthorized", "invalid api key", &[]).await;
+            }
+        }
+        let retry_after = provider.retry_after_secs.to_string();
+        match fault {
+            Some(Fault::Refuse) => Ok(Next::Close),
+            Some(Fault::Http5xx) => {
+                self.json_error(503, "Service Unavailable", "mock5xx the service is overloaded", &[]).await
+            }
+            Some(Fault::Http429) => {
+                self.json_error(
+                    429,
+                    "Too Many Requests",
+                    "mock429 rate limit reached",
+                    &[("retry-after", &retry_after)],
+                )
+                .await
+            }
+            Some(Fault::StallHeaders) => Ok(wait_peer_closed(reader).await),
+            _ => self.stream(fault, reader).await,
+        }
+    }
+
+    async fn json_error(
+        &mut self,
+        status: u16,
+        reason: &str,
+        message: &str,
+        extra: &[(&str, &str)],
+    ) -> std::io::Result<Next> {
+        let body = wire::error_body(self.shared.provider.kind, status, message);
+        let mut head = format!(
+            "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n",
+            body.len()
+        );
+        for (name, value) in extra {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        head.push_str("\r\n");
+        head.push_str(&body);
+        self.writer.write_all(head.as_bytes()).await?;
+        Ok(Next::KeepAlive)
+    }
+
+    async fn stream(&mut self, fault: Option<Fault>, reader: &mut ReadHalf<'_>) -> std::io::Result<Next> {
+        let provider = &self.shared.provider;
+        let kind = provider.kind;
+        let model = model_of(kind, self.request);
+        self.writer
+            .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n")
+            .await?;
+        let mut out = Chunked { writer: self.writer, reader };
+        match fault {
+            Some(Fault::StallFirstToken) => return Ok(wait_peer_closed(out.reader).await),
+            Some(Fault::CloseBeforeToken) => return Ok(Next::Close),
+            _ => {}
+        }
+        for event in wire::preamble(kind, &model) {
+            out.send(&event).await?;
+        }
+        let tokens = match fault {
+            Some(Fault::RoleThenStall) => return Ok(wait_peer_closed(out.reader).await),
+            Some(Fault::Malformed) => {
+                out.send(&wire::malformed(kind)).await?;
+                return Ok(wait_peer_closed(out.reader).await);
+            }
+            Some(Fault::ErrorEvent) => {
+                out.send(&wire::error_event(kind)).await?;
+                out.end().await?;
+                return Ok(Next::Close);
+            }
+            Some(Fault::MidstreamStall | Fault::MidstreamClose) => provider.tokens_before_fault.min(provider.tokens),
+            _ => provider.tokens,
+        };
+        let mut first_delay = provider.first_token_after;
+        if fault == Some(Fault::SlowFirstToken) {
+            first_delay += provider.slow_first_token;
+        }
+        for i in 0..tokens {
+            let delay = if i == 0 { first_delay } else { provider.gap };
+            if out.pause(delay).await {
+                return Ok(Next::PeerClosed);
+            }
+            out.send(&wire::text(kind, &model, &wire::token(&provider.marker, i))).await?;
+        }
+        match fault {
+            Some(Fault::MidstreamStall) => Ok(wait_peer_closed(out.reader).await),
+            Some(Fault::MidstreamClose) => {
+                out.end().await?;
+                Ok(Next::Close)
+            }
+            _ => {
+                for event in wire::finish(kind, &model, tokens) {
+                    out.send(&event).await?;
+                }
+                out.end().await?;
+                Ok(Next::KeepAlive)
+            }
+        }
+    }
+}
+
+/// A chunked response body, watching the read side so a client that goes
+/// away is noticed at once, not at the next write.
+struct Chunked<'a, 'w, 'r> {
+    writer: &'a mut WriteHalf<'w>,
+    reader: &'a mut ReadHalf<'r>,
+}
+
+impl Chunked<'_, '_, '_> {
+    async fn send(&mut self, event: &str) -> std::io::Result<()> {
+        let chunk = format!("{:x}\r\n{event}\r\n", event.len());
+        self.writer.write_all(chunk.as_bytes()).await
+    }
+
+    async fn end(&mut self) -> std::io::Result<()> {
+        self.writer.write_all(b"0\r\n\r\n").await
+    }
+
+    /// Waits `delay`; true if the client closed the connection meanwhile.
+    async fn pause(&mut self, delay: Duration) -> bool {
+        if delay.is_zero() {
+            return false;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => false,
+            Next::PeerClosed = wait_peer_closed(self.reader) => true,
+        }
+    }
+}
+
+/// Holds the exchange open until the client closes its side.
+async fn wait_peer_closed(reader: &mut ReadHalf<'_>) -> Next {
+    let mut scratch = [0u8; 1024];
+    loop {
+        match reader.read(&mut scratch).await {
+            Ok(0) | Err(_) => return Next::PeerClosed,
+            Ok(_) => {}
+        }
+    }
+}
+
+fn model_of(kind: ProviderKind, request: &RecordedRequest) -> String {
+    match kind {
+        ProviderKind::Gemini => {
+            request.path.trim_start_matches("/v1beta/models/").split(':').next().unwrap_or_default().to_owned()
+        }
+        ProviderKind::OpenAi | ProviderKind::Anthropic => {
+            request.body.get("model").and_then(|m| m.as_str()).unwrap_or_default().to_owned()
+        }
+    }
+}
+
+/// Reads one request; `None` when the client closed the connection or sent garbage.
+async fn read_request(socket: &mut TcpStream, buffer: &mut Vec<u8>) -> Option<RecordedRequest> {
+    loop {
+        let mut headers = [httparse::EMPTY_HEADER; 64];
+        let mut parsed = httparse::Request::new(&mut headers);
+        if let httparse::Status::Complete(head_len) = parsed.parse(buffer).ok()? {
+            let path = parsed.path.unwrap_or("/").to_owned();
+            let headers: HashMap<String, String> = parsed
+                .headers
+                .iter()
+                .map(|h| (h.name.to_ascii_lowercase(), String::from_utf8_lossy(h.value).into_owned()))
+                .collect();
+            let body_len: usize = headers.get("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
+            if head_len + body_len > MAX_REQUEST_BYTES {
+                return None;
+            }
+            while buffer.len() < head_len + body_len {
+                read_more(socket, buffer).await?;
+            }
+            let body = serde_json::from_slice(&buffer[head_len..head_len + body_len]).unwrap_or_default();
+            buffer.drain(..head_len + body_len);
+            return Some(RecordedRequest { path, headers, body, fault: None });
+        }
+        if buffer.len() > MAX_REQUEST_BYTES {
+            return None;
+        }
+        read_more(socket, buffer).await?;
+    }
+}
+
+async fn read_more(socket: &mut TcpStream, buffer: &mut Vec<u8>) -> Option<()> {
+    let mut chunk = [0u8; 8192];
+    match socket.read(&mut chunk).await {
+        Ok(0) | Err(_) => None,
+        Ok(n) => {
+            buffer.extend_from_slice(&chunk[..n]);
+            Some(())
+        }
+    }
+}

@@ -1,0 +1,172 @@
+//! The HTTP exchange every adapter shares: send, check the status and content
+//! type, turn error bodies into [`ProviderError`]s, then bytes → SSE → decoder.
+
+use std::collections::VecDeque;
+use std::fmt::Display;
+use std::time::{Duration, SystemTime};
+
+use futures_util::{Stream, StreamExt, TryStreamExt};
+use reqwest::header::{CONTENT_TYPE, RETRY_AFTER};
+
+use super::{Adapter, Decoder, EventStream, ProviderError, ProviderKind, Upstream, sse};
+use crate::event::ChatRequest;
+
+/// How much of an error body is read to explain a failure.
+const ERROR_BODY_LIMIT: usize = 64 * 1024;
+
+/// Sends `req` to `upstream` and returns its answer as events. Errors before the
+/// stream starts (status, content type, connection) come back here; errors in
+/// the stream come as items. Dropping the stream closes the connection.
+pub async fn open(
+    http: &reqwest::Client,
+    kind: ProviderKind,
+    upstream: Upstream<'_>,
+    req: &ChatRequest,
+) -> Result<EventStream, ProviderError> {
+    let adapter = kind.adapter();
+    let response = adapter
+        .request(http, upstream, req)
+        .send()
+        .await
+        .map_err(|err| ProviderError::Connect(error_chain(&err.without_url())))?;
+    let status = response.status();
+    if !status.is_success() {
+        return Err(error_response(adapter, response).await);
+    }
+    let content_type = response.headers().get(CONTENT_TYPE).and_then(|value| value.to_str().ok()).unwrap_or_default();
+    if !content_type.starts_with("text/event-stream") {
+        return Err(ProviderError::ContentType(content_type.to_owned()));
+    }
+    let bytes = response.bytes_stream().map_err(|err| error_chain(&err.without_url()));
+    Ok(decode(bytes, adapter.decoder()))
+}
+
+/// Runs a byte stream through the SSE parser and `decoder`. The stream ends
+/// after the first error, or after the decoder's end marker.
+pub fn decode<S, B, E>(bytes: S, decoder: Box<dyn Decoder>) -> EventStream
+where
+    S: Stream<Item = Result<B, E>> + Send + 'static,
+    B: AsRef<[u8]> + Send + 'static,
+    E: Display + Send + 'static,
+{
+    let state = Decoding { sse: Box::pin(sse::events(bytes)), decoder, pending: VecDeque::new(), ended: false };
+    Box::pin(futures_util::stream::unfold(state, Decoding::next))
+}
+
+struct Decoding<S> {
+    sse: std::pin::Pin<Box<S>>,
+    decoder: Box<dyn Decoder>,
+    pending: VecDeque<crate::event::Event>,
+    ended: bool,
+}
+
+impl<S> Decoding<S>
+where
+    S: Stream<Item = Result<sse::SseEvent, ProviderError>> + Send,
+{
+    async fn next(mut self) -> Option<(Result<crate::event::Event, ProviderError>, Self)> {
+        loop {
+            if let Some(event) = self.pending.pop_front() {
+                return Some((Ok(event), self));
+            }
+            if self.ended {
+                return None;
+            }
+            let step = if self.decoder.is_done() { None } else { self.sse.next().await };
+            let outcome = match step {
+                Some(Ok(event)) => self.decoder.on_event(&event).map(|events| self.pending.extend(events)),
+                Some(Err(err)) => Err(err),
+                None => {
+                    self.ended = true;
+                    self.decoder.finish()
+                }
+            };
+            if let Err(err) = outcome {
+                self.ended = true;
+                return Some((Err(err), self));
+            }
+        }
+    }
+}
+
+async fn error_response(adapter: &dyn Adapter, response: reqwest::Response) -> ProviderError {
+    let status = response.status().as_u16();
+    let retry_after =
+        response.headers().get(RETRY_AFTER).and_then(|value| value.to_str().ok()).and_then(parse_retry_after);
+    let body = read_limited(response).await;
+    let message = error_message(&body);
+    let context_length = adapter.is_context_length(&message);
+    ProviderError::from_status(status, message, retry_after, context_length)
+}
+
+async fn read_limited(response: reqwest::Response) -> String {
+    let mut body = Vec::new();
+    let mut chunks = response.bytes_stream();
+    while let Some(Ok(chunk)) = chunks.next().await {
+        body.extend_from_slice(&chunk);
+        if body.len() >= ERROR_BODY_LIMIT {
+            body.truncate(ERROR_BODY_LIMIT);
+            break;
+        }
+    }
+    String::from_utf8_lossy(&body).into_owned()
+}
+
+/// The human-readable message of an error body. OpenAI, Anthropic and Gemini
+/// all put it at `error.message`; anything else is passed on as text.
+fn error_message(body: &str) -> String {
+    let parsed: Option<serde_json::Value> = serde_json::from_str(body).ok();
+    match parsed.as_ref().and_then(|value| value.pointer("/error/message")).and_then(|m| m.as_str()) {
+        Some(message) => message.to_owned(),
+        None if body.trim().is_empty() => "no error body".to_owned(),
+        None => body.trim().chars().take(500).collect(),
+    }
+}
+
+/// `Retry-After` as seconds or an HTTP date.
+pub fn parse_retry_after(value: &str) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(seconds) = value.parse::<u64>() {
+        return Some(Duration::from_secs(seconds));
+    }
+    let when = httpdate::parse_http_date(value).ok()?;
+    Some(when.duration_since(SystemTime::now()).unwrap_or_default())
+}
+
+/// An error with its sources, since reqwest's top level alone says little
+/// ("error sending request") and the cause ("connection refused") is below.
+fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_reads_seconds_and_dates() {
+        assert_eq!(parse_retry_after("7"), Some(Duration::from_secs(7)));
+        let soon = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(30));
+        let parsed = parse_retry_after(&soon).unwrap_or_default();
+        assert!(parsed > Duration::from_secs(27) && parsed <= Duration::from_secs(30), "got {parsed:?}");
+        assert_eq!(parse_retry_after("soon"), None);
+    }
+
+    #[test]
+    fn error_message_reads_every_providers_shape() {
+        assert_eq!(error_message(r#"{"error":{"message":"slow down","type":"rate_limit"}}"#), "slow down");
+        assert_eq!(
+            error_message(r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#),
+            "Overloaded"
+        );
+        assert_eq!(error_message("upstream exploded"), "upstream exploded");
+        assert_eq!(error_message(""), "no error body");
+    }
+}

@@ -1,0 +1,105 @@
+//! Provider adapters: each folder translates one provider's API to and from the
+//! shared vocabulary of [`crate::event`]; [`driver`] does the HTTP they share.
+//! Adding a provider is one folder and one line in [`ProviderKind::adapter`].
+
+mod anthropic;
+pub mod driver;
+mod error;
+mod gemini;
+mod openai;
+pub mod sse;
+
+use std::fmt;
+use std::pin::Pin;
+
+use futures_util::Stream;
+
+pub use error::ProviderError;
+pub use sse::SseEvent;
+
+use crate::event::{ChatRequest, Event};
+
+/// The one stream type every adapter produces and the core consumes.
+pub type EventStream = Pin<Box<dyn Stream<Item = Result<Event, ProviderError>> + Send>>;
+
+/// The wire dialects baton speaks upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ProviderKind {
+    /// OpenAI Chat Completions, and every server compatible with it.
+    OpenAi,
+    /// Anthropic Messages.
+    Anthropic,
+    /// Google Gemini `streamGenerateContent`.
+    Gemini,
+}
+
+impl ProviderKind {
+    /// Every kind, for help texts, the simulated providers and test matrices.
+    pub const ALL: [ProviderKind; 3] = [ProviderKind::OpenAi, ProviderKind::Anthropic, ProviderKind::Gemini];
+
+    /// The name used in config files and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            ProviderKind::OpenAi => "openai",
+            ProviderKind::Anthropic => "anthropic",
+            ProviderKind::Gemini => "gemini",
+        }
+    }
+
+    /// Parses a config or command-line name.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|kind| kind.name() == name)
+    }
+
+    /// The registry: the adapter that speaks this dialect.
+    pub fn adapter(self) -> &'static dyn Adapter {
+        match self {
+            ProviderKind::OpenAi => &openai::OpenAi,
+            ProviderKind::Anthropic => &anthropic::Anthropic,
+            ProviderKind::Gemini => &gemini::Gemini,
+        }
+    }
+}
+
+impl fmt::Display for ProviderKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Where one attempt goes: the provider's address and key and the model to ask for.
+#[derive(Clone, Copy)]
+pub struct Upstream<'a> {
+    /// The provider's base URL, as configured (see DESIGN.md for each kind's convention).
+    pub base_url: &'a str,
+    /// The gateway's key for this provider, if it needs one.
+    pub api_key: Option<&'a str>,
+    /// The provider's model name.
+    pub model: &'a str,
+}
+
+/// The translation one provider needs, and nothing else: the HTTP exchange
+/// itself is shared in [`driver`].
+pub trait Adapter: Send + Sync {
+    /// Builds the streaming request for `req` to `upstream`.
+    fn request(&self, http: &reqwest::Client, upstream: Upstream<'_>, req: &ChatRequest) -> reqwest::RequestBuilder;
+
+    /// A fresh decoder for one response stream.
+    fn decoder(&self) -> Box<dyn Decoder>;
+
+    /// Whether an error response says the prompt does not fit the context window.
+    fn is_context_length(&self, message: &str) -> bool;
+}
+
+/// Turns one provider's SSE events into [`Event`]s: a plain state machine, so it
+/// can be tested on recorded transcripts without any I/O.
+pub trait Decoder: Send {
+    /// Decodes one SSE event; keep-alives and role-only or empty deltas give nothing.
+    fn on_event(&mut self, sse: &SseEvent) -> Result<Vec<Event>, ProviderError>;
+
+    /// Whether the provider's final event has arrived and nothing more will follow.
+    fn is_done(&self) -> bool;
+
+    /// Called when the body ends: reports truncation if the end marker never came.
+    fn finish(&self) -> Result<(), ProviderError>;
+}

@@ -1,0 +1,111 @@
+//! OpenAI chunk stream → events. The answer is complete once a choice carries
+//! a `finish_reason` (some compatible servers never send `[DONE]`) or `[DONE]`
+//! arrives; `[DONE]` also ends reading.
+
+use serde::Deserialize;
+
+use crate::event::{Event, FinishReason, ToolCallDelta, Usage};
+use crate::providers::{Decoder, ProviderError, SseEvent};
+
+#[derive(Default)]
+pub(super) struct OpenAiDecoder {
+    finished: bool,
+    done: bool,
+}
+
+#[derive(Deserialize)]
+struct Chunk {
+    #[serde(default)]
+    choices: Vec<Choice>,
+    usage: Option<WireUsage>,
+    error: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct Choice {
+    #[serde(default)]
+    delta: Delta,
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+struct Delta {
+    content: Option<String>,
+    tool_calls: Option<Vec<WireToolCall>>,
+}
+
+#[derive(Deserialize)]
+struct WireToolCall {
+    index: u32,
+    id: Option<String>,
+    function: Option<WireFunction>,
+}
+
+#[derive(Deserialize)]
+struct WireFunction {
+    name: Option<String>,
+    arguments: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireUsage {
+    prompt_tokens: Option<u64>,
+    completion_tokens: Option<u64>,
+}
+
+impl Decoder for OpenAiDecoder {
+    fn on_event(&mut self, sse: &SseEvent) -> Result<Vec<Event>, ProviderError> {
+        if sse.data.trim() == "[DONE]" {
+            self.done = true;
+            return Ok(Vec::new());
+        }
+        let chunk: Chunk = serde_json::from_str(&sse.data).map_err(|err| ProviderError::Malformed(err.to_string()))?;
+        if sse.event == "error" || chunk.error.is_some() {
+            let detail = chunk.error.as_ref().and_then(|e| e.get("message")).and_then(|m| m.as_str());
+            return Err(ProviderError::ErrorEvent(detail.unwrap_or(&sse.data).to_owned()));
+        }
+        let mut events = Vec::new();
+        for choice in chunk.choices.into_iter().take(1) {
+            if let Some(text) = choice.delta.content.filter(|text| !text.is_empty()) {
+                events.push(Event::Text(text));
+            }
+            for call in choice.delta.tool_calls.unwrap_or_default() {
+                let (name, arguments) = call.function.map(|f| (f.name, f.arguments)).unwrap_or_default();
+                events.push(Event::ToolCall(ToolCallDelta {
+                    index: call.index,
+                    id: call.id,
+                    name,
+                    arguments: arguments.unwrap_or_default(),
+                }));
+            }
+            if let Some(reason) = choice.finish_reason.filter(|_| !self.finished) {
+                self.finished = true;
+                events.push(Event::Finish(finish_reason(&reason)));
+            }
+        }
+        if let Some(usage) = chunk.usage {
+            events.push(Event::Usage(Usage {
+                input_tokens: usage.prompt_tokens,
+                output_tokens: usage.completion_tokens,
+            }));
+        }
+        Ok(events)
+    }
+
+    fn is_done(&self) -> bool {
+        self.done
+    }
+
+    fn finish(&self) -> Result<(), ProviderError> {
+        if self.finished || self.done { Ok(()) } else { Err(ProviderError::Truncated) }
+    }
+}
+
+fn finish_reason(reason: &str) -> FinishReason {
+    match reason {
+        "length" => FinishReason::Length,
+        "tool_calls" | "function_call" => FinishReason::ToolCalls,
+        "content_filter" => FinishReason::ContentFilter,
+        _ => FinishReason::Stop,
+    }
+}
