@@ -285,6 +285,11 @@ impl MockHandle {
         &self.shared.provider
     }
 
+    /// The wire format it speaks.
+    pub fn provider_kind(&self) -> ProviderKind {
+        self.shared.provider.kind
+    }
+
     /// Every request received so far.
     pub fn requests(&self) -> Vec<RecordedRequest> {
         self.shared.requests.lock().map(|r| r.clone()).unwrap_or_default()

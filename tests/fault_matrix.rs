@@ -1,0 +1,168 @@
+//! DESIGN.md §3 over real loopback TCP: every fault class, with each provider
+//! kind as the failing primary, streamed and whole. The client must get
+//! exactly the healthy secondary's text, never a byte of the failed attempt,
+//! and in time.
+
+mod support;
+
+use std::time::Duration;
+
+use baton::mock::{refusing_addr, Fault, MockProvider};
+use baton::providers::ProviderKind;
+use support::{chat_body, mocks_toml, post_chat, route_toml, within, Proxy, Received};
+
+const FIRST_TOKEN_MS: u64 = 500;
+const IDLE_MS: u64 = 500;
+const SECONDARY_FIRST_TOKEN_MS: u64 = 50;
+/// Slack for a loaded two-core machine; the bounds test behaviour, not speed.
+const MARGIN_MS: u64 = 500;
+const HARD_LIMIT: Duration = Duration::from_secs(20);
+const PRIMARY_MARKER: &str = "leaky";
+
+/// The secondary speaks another dialect than the primary, so every test also
+/// crosses adapters.
+fn secondary_kind(primary: ProviderKind) -> ProviderKind {
+    match primary {
+        ProviderKind::OpenAi => ProviderKind::Anthropic,
+        ProviderKind::Anthropic => ProviderKind::Gemini,
+        ProviderKind::Gemini => ProviderKind::OpenAi,
+    }
+}
+
+fn waits_for_deadline(fault: Fault) -> bool {
+    matches!(fault, Fault::StallHeaders | Fault::StallFirstToken | Fault::RoleThenStall | Fault::SlowFirstToken)
+}
+
+async fn run(kind: ProviderKind, fault: Fault, stream: bool) {
+    within(HARD_LIMIT, async {
+        let primary = MockProvider::new(kind).marker(PRIMARY_MARKER).fault(fault).spawn().await.expect("primary");
+        let secondary = MockProvider::new(secondary_kind(kind))
+            .marker("clean")
+            .first_token_after(Duration::from_millis(SECONDARY_FIRST_TOKEN_MS))
+            .spawn()
+            .await
+            .expect("secondary");
+        let config = if fault == Fault::Refuse {
+            let dead = refusing_addr().await.expect("free port");
+            let base = if kind == ProviderKind::OpenAi { format!("http://{dead}/v1") } else { format!("http://{dead}") };
+            route_toml(
+                &[("primary", kind, base), ("secondary", secondary.provider_kind(), secondary.base_url())],
+                FIRST_TOKEN_MS,
+                IDLE_MS,
+            )
+        } else {
+            mocks_toml(&[("primary", &primary), ("secondary", &secondary)], FIRST_TOKEN_MS, IDLE_MS)
+        };
+        let proxy = Proxy::start(&config).await;
+        let got = post_chat(&proxy, &chat_body(stream)).await;
+
+        let midstream = matches!(fault, Fault::MidstreamStall | Fault::MidstreamClose);
+        if midstream && stream {
+            expect_midstream_error(&got, fault);
+        } else {
+            expect_failover(&got, fault, stream, secondary.provider().expected_text());
+        }
+    })
+    .await;
+}
+
+fn expect_failover(got: &Received, fault: Fault, stream: bool, expected: String) {
+    let fault = fault.name();
+    assert_eq!(got.status, 200, "{fault}: the secondary answers; body: {}", got.raw);
+    assert_eq!(got.header("x-baton-provider"), "secondary", "{fault}: the secondary answered");
+    assert_eq!(got.header("x-baton-model"), "secondary-model", "{fault}: upstream model header");
+    assert_eq!(got.header("x-baton-attempts"), "2", "{fault}: two attempts were made");
+    assert!(!got.raw.contains(PRIMARY_MARKER), "{fault}: a byte of the failed attempt leaked: {}", got.raw);
+    assert!(!got.raw.contains("mock"), "{fault}: the primary's error leaked: {}", got.raw);
+    if stream {
+        assert_eq!(got.header("content-type"), "text/event-stream", "{fault}: an SSE answer");
+        assert_eq!(got.streamed_text(), expected, "{fault}: the client assembles exactly the secondary's text");
+        assert!(got.saw_done(), "{fault}: a complete stream ends with [DONE]");
+        assert!(got.error_event().is_none(), "{fault}: no error event in a good stream");
+        for chunk in got.chunks() {
+            assert_eq!(chunk["model"], "secondary-model", "{fault}: every chunk names the model that answered");
+        }
+    } else {
+        let body = got.json();
+        assert_eq!(body["object"], "chat.completion", "{fault}: one completion body");
+        assert_eq!(body["choices"][0]["message"]["content"], expected.as_str(), "{fault}: the secondary's whole text");
+        assert_eq!(body["model"], "secondary-model", "{fault}: the body names the model that answered");
+        assert_eq!(body["choices"][0]["finish_reason"], "stop", "{fault}: finish reason");
+        assert!(body["usage"]["completion_tokens"].as_u64().is_some_and(|n| n > 0), "{fault}: usage is in the body");
+    }
+    let bound = if waits_for_deadline_name(fault) { FIRST_TOKEN_MS + SECONDARY_FIRST_TOKEN_MS + MARGIN_MS } else { FIRST_TOKEN_MS };
+    if stream {
+        assert!(
+            got.first_byte <= Duration::from_millis(bound),
+            "{fault}: first byte after {:?}, expected at most {bound} ms",
+            got.first_byte
+        );
+    }
+    if waits_for_deadline_name(fault) {
+        assert!(
+            got.first_byte >= Duration::from_millis(FIRST_TOKEN_MS),
+            "{fault}: failover waited for the first-token deadline, yet the first byte came after only {:?}",
+            got.first_byte
+        );
+    }
+}
+
+fn waits_for_deadline_name(name: &str) -> bool {
+    Fault::from_name(name).is_some_and(waits_for_deadline)
+}
+
+fn expect_midstream_error(got: &Received, fault: Fault) {
+    let fault_name = fault.name();
+    assert_eq!(got.status, 200, "{fault_name}: the primary committed");
+    assert_eq!(got.header("x-baton-provider"), "primary", "{fault_name}: the primary answered first");
+    assert_eq!(got.streamed_text(), baton::mock::wire::answer_text(PRIMARY_MARKER, 3), "{fault_name}: the tokens before the fault");
+    assert!(!got.saw_done(), "{fault_name}: no [DONE] after a failed stream: {}", got.raw);
+    let error = got.error_event().unwrap_or_else(|| panic!("{fault_name}: an error event ends the stream: {}", got.raw));
+    let code = error["error"]["code"].as_str().unwrap_or_default();
+    let expected = if fault == Fault::MidstreamStall { "idle_timeout" } else { "truncated" };
+    assert_eq!(code, expected, "{fault_name}: the error names the failure");
+    let last = got.data_events().last().cloned().unwrap_or_default();
+    assert!(last.contains("\"error\""), "{fault_name}: the error event is the last event");
+    let bound = Duration::from_millis(IDLE_MS + MARGIN_MS);
+    assert!(got.total <= bound, "{fault_name}: the stream ended after {:?}, expected within {bound:?}", got.total);
+}
+
+macro_rules! matrix {
+    ($($kind_name:ident => $kind:expr),* $(,)?) => {
+        $(
+            mod $kind_name {
+                use super::*;
+                matrix!(@faults $kind;
+                    refuse => Fault::Refuse,
+                    http_5xx => Fault::Http5xx,
+                    http_429 => Fault::Http429,
+                    stall_headers => Fault::StallHeaders,
+                    stall_first_token => Fault::StallFirstToken,
+                    role_then_stall => Fault::RoleThenStall,
+                    close_before_token => Fault::CloseBeforeToken,
+                    malformed => Fault::Malformed,
+                    error_event => Fault::ErrorEvent,
+                    slow_first_token => Fault::SlowFirstToken,
+                    midstream_stall => Fault::MidstreamStall,
+                    midstream_close => Fault::MidstreamClose,
+                );
+            }
+        )*
+    };
+    (@faults $kind:expr; $($name:ident => $fault:expr),* $(,)?) => {
+        mod streamed {
+            use super::*;
+            $( #[tokio::test] async fn $name() { run($kind, $fault, true).await; } )*
+        }
+        mod whole {
+            use super::*;
+            $( #[tokio::test] async fn $name() { run($kind, $fault, false).await; } )*
+        }
+    };
+}
+
+matrix! {
+    openai_primary => ProviderKind::OpenAi,
+    anthropic_primary => ProviderKind::Anthropic,
+    gemini_primary => ProviderKind::Gemini,
+}
