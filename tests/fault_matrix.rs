@@ -7,9 +7,9 @@ mod support;
 
 use std::time::Duration;
 
-use baton::mock::{refusing_addr, Fault, MockProvider};
+use baton::mock::{Fault, MockProvider, refusing_addr};
 use baton::providers::ProviderKind;
-use support::{chat_body, mocks_toml, post_chat, route_toml, within, Proxy, Received};
+use support::{Proxy, Received, chat_body, mocks_toml, post_chat, route_toml, within};
 
 const FIRST_TOKEN_MS: u64 = 500;
 const IDLE_MS: u64 = 500;
@@ -44,7 +44,8 @@ async fn run(kind: ProviderKind, fault: Fault, stream: bool) {
             .expect("secondary");
         let config = if fault == Fault::Refuse {
             let dead = refusing_addr().await.expect("free port");
-            let base = if kind == ProviderKind::OpenAi { format!("http://{dead}/v1") } else { format!("http://{dead}") };
+            let base =
+                if kind == ProviderKind::OpenAi { format!("http://{dead}/v1") } else { format!("http://{dead}") };
             route_toml(
                 &[("primary", kind, base), ("secondary", secondary.provider_kind(), secondary.base_url())],
                 FIRST_TOKEN_MS,
@@ -90,7 +91,11 @@ fn expect_failover(got: &Received, fault: Fault, stream: bool, expected: String)
         assert_eq!(body["choices"][0]["finish_reason"], "stop", "{fault}: finish reason");
         assert!(body["usage"]["completion_tokens"].as_u64().is_some_and(|n| n > 0), "{fault}: usage is in the body");
     }
-    let bound = if waits_for_deadline_name(fault) { FIRST_TOKEN_MS + SECONDARY_FIRST_TOKEN_MS + MARGIN_MS } else { FIRST_TOKEN_MS };
+    let bound = if waits_for_deadline_name(fault) {
+        FIRST_TOKEN_MS + SECONDARY_FIRST_TOKEN_MS + MARGIN_MS
+    } else {
+        FIRST_TOKEN_MS
+    };
     if stream {
         assert!(
             got.first_byte <= Duration::from_millis(bound),
@@ -115,9 +120,14 @@ fn expect_midstream_error(got: &Received, fault: Fault) {
     let fault_name = fault.name();
     assert_eq!(got.status, 200, "{fault_name}: the primary committed");
     assert_eq!(got.header("x-baton-provider"), "primary", "{fault_name}: the primary answered first");
-    assert_eq!(got.streamed_text(), baton::mock::wire::answer_text(PRIMARY_MARKER, 3), "{fault_name}: the tokens before the fault");
+    assert_eq!(
+        got.streamed_text(),
+        baton::mock::wire::answer_text(PRIMARY_MARKER, 3),
+        "{fault_name}: the tokens before the fault"
+    );
     assert!(!got.saw_done(), "{fault_name}: no [DONE] after a failed stream: {}", got.raw);
-    let error = got.error_event().unwrap_or_else(|| panic!("{fault_name}: an error event ends the stream: {}", got.raw));
+    let error =
+        got.error_event().unwrap_or_else(|| panic!("{fault_name}: an error event ends the stream: {}", got.raw));
     let code = error["error"]["code"].as_str().unwrap_or_default();
     let expected = if fault == Fault::MidstreamStall { "idle_timeout" } else { "truncated" };
     assert_eq!(code, expected, "{fault_name}: the error names the failure");

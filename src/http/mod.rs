@@ -69,10 +69,14 @@ async fn serve_chat(state: &AppState, request: Request) -> Result<Response, ApiE
         let known: Vec<&str> = state.config.routes.iter().map(|r| r.model.as_str()).collect();
         ApiError::unknown_model(&ingress.model, &known)
     })?;
+    let mut waiting = ClientGone::watch(&route.model, "before_commit");
     if ingress.stream {
-        let committed = state.engine.stream(route, &ingress.request).await?;
+        let committed = state.engine.stream(route, &ingress.request).await;
+        waiting.disarm();
+        let committed = committed?;
         let encoder = ChunkEncoder::new(Answer::new(&committed.winner.model), ingress.include_usage);
-        let body = Body::from_stream(sse_body(committed.events, encoder));
+        let streaming = ClientGone::watch(&route.model, "streaming");
+        let body = Body::from_stream(sse_body(committed.events, encoder, streaming));
         let mut response = (StatusCode::OK, body).into_response();
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
@@ -80,7 +84,9 @@ async fn serve_chat(state: &AppState, request: Request) -> Result<Response, ApiE
         winner_headers(headers, &committed.winner);
         Ok(response)
     } else {
-        let completed = state.engine.complete(route, &ingress.request).await?;
+        let completed = state.engine.complete(route, &ingress.request).await;
+        waiting.disarm();
+        let completed = completed?;
         let body = egress::completion(Answer::new(&completed.winner.model), completed.events);
         let mut response = Json(body).into_response();
         winner_headers(response.headers_mut(), &completed.winner);
@@ -93,24 +99,56 @@ async fn serve_chat(state: &AppState, request: Request) -> Result<Response, ApiE
 fn sse_body(
     events: crate::core::CommittedStream,
     encoder: ChunkEncoder,
+    client: ClientGone,
 ) -> impl futures_util::Stream<Item = Result<Bytes, std::convert::Infallible>> + Send {
-    futures_util::stream::unfold(Some((events, encoder)), |state| async move {
-        let (mut events, mut encoder) = state?;
+    futures_util::stream::unfold(Some((events, encoder, client)), |state| async move {
+        let (mut events, mut encoder, mut client) = state?;
         loop {
             match events.next().await {
                 Some(Ok(event)) => {
                     if let Some(bytes) = encoder.event(event) {
-                        return Some((Ok(bytes), Some((events, encoder))));
+                        return Some((Ok(bytes), Some((events, encoder, client))));
                     }
                 }
                 Some(Err(failure)) => {
+                    client.disarm();
                     tracing::warn!(failure_class = failure.kind(), error = %failure, "mid-stream failure");
                     return Some((Ok(encoder.failure(&failure)), None));
                 }
-                None => return Some((Ok(encoder.done()), None)),
+                None => {
+                    client.disarm();
+                    return Some((Ok(encoder.done()), None));
+                }
             }
         }
     })
+}
+
+/// Notices a client that went away before its answer ended: dropping the
+/// handler or the body drops the upstream attempt with it, and this records
+/// that it was the client's doing, not a provider failure.
+struct ClientGone {
+    route: String,
+    stage: &'static str,
+    armed: bool,
+}
+
+impl ClientGone {
+    fn watch(route: &str, stage: &'static str) -> Self {
+        ClientGone { route: route.to_owned(), stage, armed: true }
+    }
+
+    fn disarm(&mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for ClientGone {
+    fn drop(&mut self) {
+        if self.armed {
+            tracing::info!(route = %self.route, stage = self.stage, outcome = "client_disconnect", "request");
+        }
+    }
 }
 
 fn winner_headers(headers: &mut HeaderMap, winner: &Winner) {

@@ -42,11 +42,15 @@ pub enum Fault {
     MidstreamStall,
     /// Send a few tokens, then end the body without the end marker.
     MidstreamClose,
+    /// Answer 400: the request itself is wrong, and no other provider would take it.
+    BadRequest,
+    /// Answer 400 with the provider's own words for a prompt over the context window.
+    ContextLength,
 }
 
 impl Fault {
     /// Every fault a simulated provider can inject.
-    pub const ALL: [Fault; 12] = [
+    pub const ALL: [Fault; 14] = [
         Fault::Refuse,
         Fault::Http5xx,
         Fault::Http429,
@@ -59,6 +63,8 @@ impl Fault {
         Fault::SlowFirstToken,
         Fault::MidstreamStall,
         Fault::MidstreamClose,
+        Fault::BadRequest,
+        Fault::ContextLength,
     ];
 
     /// The class name used on the command line and in DESIGN.md.
@@ -76,6 +82,8 @@ impl Fault {
             Fault::SlowFirstToken => "slow_first_token",
             Fault::MidstreamStall => "midstream_stall",
             Fault::MidstreamClose => "midstream_close",
+            Fault::BadRequest => "bad_request",
+            Fault::ContextLength => "context_length",
         }
     }
 

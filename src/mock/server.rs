@@ -111,6 +111,12 @@ impl Exchange<'_, '_> {
                 )
                 .await
             }
+            Some(Fault::BadRequest) => {
+                self.json_error(400, "Bad Request", "mockbad temperature must be at most 2", &[]).await
+            }
+            Some(Fault::ContextLength) => {
+                self.json_error(400, "Bad Request", wire::context_length_message(kind), &[]).await
+            }
             Some(Fault::StallHeaders) => Ok(wait_peer_closed(reader).await),
             _ => self.stream(fault, reader).await,
         }

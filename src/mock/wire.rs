@@ -136,6 +136,19 @@ pub fn error_body(kind: ProviderKind, status: u16, message: &str) -> String {
     body.to_string()
 }
 
+/// How the provider words a prompt that does not fit the model's context window.
+pub fn context_length_message(kind: ProviderKind) -> &'static str {
+    match kind {
+        ProviderKind::OpenAi => {
+            "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens."
+        }
+        ProviderKind::Anthropic => "prompt is too long: 210000 tokens > 200000 maximum",
+        ProviderKind::Gemini => {
+            "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576)."
+        }
+    }
+}
+
 fn openai_chunk(model: &str, delta: serde_json::Value, finish: Option<&str>) -> serde_json::Value {
     json!({"id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 0, "model": model,
         "system_fingerprint": null,

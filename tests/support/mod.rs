@@ -8,13 +8,13 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use baton::AppState;
 use baton::config;
 use baton::core::Engine;
 use baton::mock::MockHandle;
 use baton::providers::ProviderKind;
-use baton::AppState;
 use futures_util::StreamExt;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 /// Fails the test instead of hanging it.
 pub async fn within<T>(limit: Duration, test: impl Future<Output = T>) -> T {
@@ -123,7 +123,11 @@ impl Received {
 
     /// Every JSON chunk of an SSE body (not `[DONE]`).
     pub fn chunks(&self) -> Vec<Value> {
-        self.data_events().iter().filter(|data| *data != "[DONE]").filter_map(|data| serde_json::from_str(data).ok()).collect()
+        self.data_events()
+            .iter()
+            .filter(|data| *data != "[DONE]")
+            .filter_map(|data| serde_json::from_str(data).ok())
+            .collect()
     }
 
     pub fn saw_done(&self) -> bool {

@@ -1,0 +1,151 @@
+//! A committed stream, end to end: the client going away, usage on request,
+//! and what the client sees of a stream that breaks after it started.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use baton::mock::{Fault, MockProvider};
+use baton::providers::ProviderKind;
+use futures_util::StreamExt;
+use serde_json::json;
+use support::{Proxy, chat_body, mocks_toml, post_chat, read_response, within};
+
+const HARD_LIMIT: Duration = Duration::from_secs(20);
+/// How soon the provider must see its connection closed once the client leaves.
+const CLOSE_BOUND: Duration = Duration::from_millis(200);
+
+/// The client reads the first chunk, then goes away: the provider's connection
+/// must close at once, so no more tokens are paid for.
+async fn disconnect_mid_stream(kind: ProviderKind) {
+    within(HARD_LIMIT, async {
+        let provider = MockProvider::new(kind)
+            .marker("only")
+            .tokens(200)
+            .gap(Duration::from_millis(20))
+            .spawn()
+            .await
+            .expect("mock");
+        let proxy = Proxy::start(&mocks_toml(&[("only", &provider)], 2000, 2000)).await;
+        let response = reqwest::Client::new()
+            .post(proxy.url("/v1/chat/completions"))
+            .json(&chat_body(true))
+            .send()
+            .await
+            .expect("proxy answers");
+        assert_eq!(response.status(), 200);
+        let mut body = response.bytes_stream();
+        let first = body.next().await.expect("a first chunk").expect("chunk reads");
+        assert!(String::from_utf8_lossy(&first).contains("only0"), "the stream had started");
+        let before = provider.closed_early();
+        drop(body);
+        let left = Instant::now();
+        tokio::time::timeout(CLOSE_BOUND, provider.wait_closed_early(before)).await.unwrap_or_else(|_| {
+            panic!("the provider's connection was still open {CLOSE_BOUND:?} after the client left")
+        });
+        let requests = provider.requests().len();
+        assert_eq!(requests, 1, "baton did not retry a stream the client abandoned");
+        println!("{kind}: upstream closed {:?} after the client left", left.elapsed());
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn client_disconnect_closes_openai_upstream() {
+    disconnect_mid_stream(ProviderKind::OpenAi).await;
+}
+
+#[tokio::test]
+async fn client_disconnect_closes_anthropic_upstream() {
+    disconnect_mid_stream(ProviderKind::Anthropic).await;
+}
+
+#[tokio::test]
+async fn client_disconnect_closes_gemini_upstream() {
+    disconnect_mid_stream(ProviderKind::Gemini).await;
+}
+
+/// A client that gives up while baton waits for the first token must not
+/// leave an attempt running upstream.
+#[tokio::test]
+async fn client_disconnect_before_commit_closes_upstream() {
+    within(HARD_LIMIT, async {
+        let provider = MockProvider::openai().fault(Fault::StallFirstToken).spawn().await.expect("mock");
+        let proxy = Proxy::start(&mocks_toml(&[("only", &provider)], 10_000, 10_000)).await;
+        let url = proxy.url("/v1/chat/completions");
+        let request = tokio::spawn(async move { reqwest::Client::new().post(url).json(&chat_body(true)).send().await });
+        while provider.requests().is_empty() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let before = provider.closed_early();
+        request.abort();
+        tokio::time::timeout(CLOSE_BOUND, provider.wait_closed_early(before))
+            .await
+            .unwrap_or_else(|_| panic!("the upstream attempt outlived the client by more than {CLOSE_BOUND:?}"));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn include_usage_adds_a_final_usage_chunk_before_done() {
+    within(HARD_LIMIT, async {
+        for kind in ProviderKind::ALL {
+            let provider = MockProvider::new(kind).tokens(5).spawn().await.expect("mock");
+            let proxy = Proxy::start(&mocks_toml(&[("only", &provider)], 2000, 2000)).await;
+            let mut body = chat_body(true);
+            body["stream_options"] = json!({ "include_usage": true });
+            let got = post_chat(&proxy, &body).await;
+            let chunks = got.chunks();
+            let last = chunks.last().expect("chunks");
+            assert_eq!(last["choices"], json!([]), "{kind}: the usage chunk has no choices");
+            assert_eq!(last["usage"]["prompt_tokens"], 10, "{kind}: input tokens from the provider");
+            assert_eq!(last["usage"]["completion_tokens"], 5, "{kind}: output tokens from the provider");
+            assert_eq!(last["usage"]["total_tokens"], 15, "{kind}: total");
+            assert!(got.saw_done(), "{kind}: [DONE] follows the usage chunk");
+            let finish = chunks.iter().filter_map(|c| c["choices"][0]["finish_reason"].as_str()).collect::<Vec<_>>();
+            assert_eq!(finish, vec!["stop"], "{kind}: one finish reason");
+
+            let plain = post_chat(&proxy, &chat_body(true)).await;
+            assert!(plain.chunks().iter().all(|c| c.get("usage").is_none()), "{kind}: no usage unless asked for");
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn first_chunk_carries_the_assistant_role_and_content() {
+    within(HARD_LIMIT, async {
+        let provider = MockProvider::anthropic().marker("word").spawn().await.expect("mock");
+        let proxy = Proxy::start(&mocks_toml(&[("only", &provider)], 2000, 2000)).await;
+        let got = post_chat(&proxy, &chat_body(true)).await;
+        let first = got.chunks().into_iter().next().expect("a chunk");
+        assert_eq!(first["object"], "chat.completion.chunk");
+        assert_eq!(first["choices"][0]["delta"], json!({ "role": "assistant", "content": "word0" }));
+    })
+    .await;
+}
+
+/// After commit a stall ends the stream with an error event within the idle
+/// timeout, not a hang, even when the provider never closes.
+#[tokio::test]
+async fn midstream_stall_ends_within_idle_timeout() {
+    within(HARD_LIMIT, async {
+        let provider = MockProvider::gemini().fault(Fault::MidstreamStall).spawn().await.expect("mock");
+        let proxy = Proxy::start(&mocks_toml(&[("only", &provider)], 2000, 300)).await;
+        let started = Instant::now();
+        let response = reqwest::Client::new()
+            .post(proxy.url("/v1/chat/completions"))
+            .json(&chat_body(true))
+            .send()
+            .await
+            .expect("answer");
+        let got = read_response(response, started).await;
+        assert!(!got.saw_done(), "no [DONE] after a stall");
+        assert_eq!(got.error_event().expect("error event")["error"]["code"], "idle_timeout");
+        assert!(got.total < Duration::from_millis(300 + 700), "ended after {:?}", got.total);
+        tokio::time::timeout(CLOSE_BOUND, provider.wait_closed_early(0))
+            .await
+            .expect("the stalled upstream connection was dropped");
+    })
+    .await;
+}
