@@ -1,0 +1,154 @@
+//! Config loading: a good file becomes routes; every mistake is an error that
+//! names the file, the line and the key.
+
+use std::time::Duration;
+
+use baton::config::{parse, ConfigError};
+use baton::providers::ProviderKind;
+
+const GOOD: &str = r#"
+listen = "127.0.0.1:9090"
+
+[[providers]]
+name = "gemini"
+kind = "gemini"
+base_url = "https://generativelanguage.googleapis.com"
+api_key = "${GEMINI_API_KEY}"
+
+[[providers]]
+name = "openai"
+kind = "openai"
+base_url = "https://api.openai.com/v1"
+api_key = "${OPENAI_API_KEY}"
+
+[[routes]]
+model = "chat"
+first_token_timeout_ms = 1200
+idle_timeout_ms = 10000
+targets = [
+  { provider = "gemini", model = "gemini-2.5-flash" },
+  { provider = "openai", model = "gpt-4o-mini" },
+]
+"#;
+
+fn env(name: &str) -> Option<String> {
+    match name {
+        "GEMINI_API_KEY" => Some("gem-secret".to_owned()),
+        "OPENAI_API_KEY" => Some("oai-secret".to_owned()),
+        _ => None,
+    }
+}
+
+fn error_of(text: &str) -> (usize, String, String) {
+    match parse(text, "baton.toml", &env) {
+        Ok(_) => panic!("expected an error for:\n{text}"),
+        Err(ConfigError::Invalid { path, line, key, message }) => {
+            assert_eq!(path, "baton.toml", "the file is named");
+            (line, key, message)
+        }
+        Err(other) => panic!("unexpected error {other}"),
+    }
+}
+
+#[test]
+fn the_design_example_loads_with_variables_resolved() {
+    let config = parse(GOOD, "baton.toml", &env).expect("valid");
+    assert_eq!(config.listen.to_string(), "127.0.0.1:9090");
+    assert_eq!(config.providers.len(), 2);
+    assert_eq!(config.providers[0].kind, ProviderKind::Gemini);
+    assert_eq!(config.providers[1].api_key.as_ref().map(|k| k.expose()), Some("oai-secret"));
+    let route = config.route("chat").expect("route");
+    assert_eq!(route.first_token_timeout, Duration::from_millis(1200));
+    assert_eq!(route.idle_timeout, Duration::from_secs(10));
+    let targets: Vec<(&str, &str)> = route.targets.iter().map(|t| (t.provider.name.as_str(), t.model.as_str())).collect();
+    assert_eq!(targets, vec![("gemini", "gemini-2.5-flash"), ("openai", "gpt-4o-mini")]);
+}
+
+#[test]
+fn secrets_never_print() {
+    let config = parse(GOOD, "baton.toml", &env).expect("valid");
+    let printed = format!("{config:?}");
+    assert!(!printed.contains("gem-secret") && !printed.contains("oai-secret"), "keys leaked into Debug: {printed}");
+}
+
+#[test]
+fn an_unknown_top_level_key_is_named() {
+    let (line, key, message) = error_of("listen = \"127.0.0.1:1\"\nlisten_port = 3\n");
+    assert_eq!((line, key.as_str()), (2, "listen_port"));
+    assert!(message.contains("unknown field"), "{message}");
+}
+
+#[test]
+fn an_unknown_provider_key_is_named() {
+    let text = GOOD.replace("api_key = \"${OPENAI_API_KEY}\"", "api_key = \"${OPENAI_API_KEY}\"\norganisation = \"x\"");
+    let (line, key, message) = error_of(&text);
+    assert_eq!((line, key.as_str()), (15, "organisation"));
+    assert!(message.contains("unknown field `organisation`"), "{message}");
+}
+
+#[test]
+fn a_duplicate_provider_name_is_named() {
+    let text = GOOD.replace("name = \"openai\"", "name = \"gemini\"");
+    let (line, key, message) = error_of(&text);
+    assert_eq!((line, key.as_str()), (11, "providers[1].name"));
+    assert!(message.contains("duplicate provider name \"gemini\""), "{message}");
+}
+
+#[test]
+fn a_target_naming_no_provider_is_named() {
+    let text = GOOD.replace("{ provider = \"openai\", model", "{ provider = \"opanai\", model");
+    let (line, key, message) = error_of(&text);
+    assert_eq!((line, key.as_str()), (22, "routes[0].targets[1].provider"));
+    assert!(message.contains("no provider is named \"opanai\""), "{message}");
+}
+
+#[test]
+fn an_empty_route_is_named() {
+    let text = "[[routes]]\nmodel = \"chat\"\ntargets = []\n";
+    let (line, key, message) = error_of(text);
+    assert_eq!((line, key.as_str()), (3, "routes[0].targets"));
+    assert!(message.contains("at least one target"), "{message}");
+}
+
+#[test]
+fn a_missing_environment_variable_is_named() {
+    let text = GOOD.replace("${OPENAI_API_KEY}", "${OPENAI_KEY_TYPO}");
+    let (line, key, message) = error_of(&text);
+    assert_eq!((line, key.as_str()), (14, "providers[1].api_key"));
+    assert!(message.contains("OPENAI_KEY_TYPO is not set"), "{message}");
+}
+
+#[test]
+fn other_mistakes_are_named() {
+    let cases = [
+        (GOOD.replace("kind = \"openai\"", "kind = \"opnai\""), 12, "providers[1].kind", "unknown kind"),
+        (GOOD.replace("https://api.openai.com/v1", "api.openai.com"), 13, "providers[1].base_url", "not an http(s) URL"),
+        (GOOD.replace("first_token_timeout_ms = 1200", "first_token_timeout_ms = 0"), 18, "routes[0].first_token_timeout_ms", "at least 1 ms"),
+        (GOOD.replace("127.0.0.1:9090", "localhost"), 2, "listen", "not an address"),
+        (GOOD.replace("idle_timeout_ms = 10000", "idle_timeout_ms = \"ten\""), 19, "idle_timeout_ms", "invalid type"),
+        (format!("{GOOD}\n[[routes]]\nmodel = \"chat\"\ntargets = [{{ provider = \"openai\", model = \"x\" }}]\n"), 26, "routes[1].model", "duplicate route"),
+    ];
+    for (text, line, key, needle) in cases {
+        let (got_line, got_key, message) = error_of(&text);
+        assert_eq!((got_line, got_key.as_str()), (line, key), "for {needle}: {message}");
+        assert!(message.contains(needle), "expected {needle:?} in {message:?}");
+    }
+}
+
+#[test]
+fn the_error_reads_file_line_key_message() {
+    let err = parse("bogus = 1\n", "conf/baton.toml", &env).expect_err("invalid");
+    assert!(err.to_string().starts_with("conf/baton.toml:1: bogus: unknown field `bogus`"), "{err}");
+}
+
+#[test]
+fn defaults_fill_what_is_left_out() {
+    let text = "[[providers]]\nname = \"a\"\nkind = \"anthropic\"\nbase_url = \"https://api.anthropic.com\"\n\n\
+                [[routes]]\nmodel = \"chat\"\ntargets = [{ provider = \"a\", model = \"claude\" }]\n";
+    let config = parse(text, "baton.toml", &env).expect("valid");
+    assert_eq!(config.listen.to_string(), "127.0.0.1:8080");
+    assert_eq!(config.max_body_bytes, 8 * 1024 * 1024);
+    assert_eq!(config.routes[0].first_token_timeout, Duration::from_secs(10));
+    assert_eq!(config.routes[0].idle_timeout, Duration::from_secs(30));
+    assert!(config.providers[0].api_key.is_none());
+}

@@ -1,0 +1,209 @@
+//! The decoders on recorded transcripts of each provider's wire format
+//! (`fixtures/<provider>/*.sse`): whole, split at every byte, and cut before
+//! the provider's end marker, which must read as truncation.
+
+use std::convert::Infallible;
+
+use baton::event::{Event, FinishReason, ToolCallDelta, Usage};
+use baton::providers::{driver, ProviderKind};
+use futures_util::StreamExt;
+
+fn fixture(kind: ProviderKind, name: &str) -> String {
+    let path = format!("{}/fixtures/{}/{name}.sse", env!("CARGO_MANIFEST_DIR"), kind.name());
+    std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("{path}: {err}"))
+}
+
+/// Decodes `chunks` as one response body: the events, then the error that
+/// ended it (its kind), if any.
+async fn decode(kind: ProviderKind, chunks: Vec<Vec<u8>>) -> (Vec<Event>, Option<&'static str>) {
+    let bytes = futures_util::stream::iter(chunks.into_iter().map(Ok::<_, Infallible>));
+    let mut stream = driver::decode(bytes, kind.adapter().decoder());
+    let mut events = Vec::new();
+    while let Some(item) = stream.next().await {
+        match item {
+            Ok(event) => events.push(event),
+            Err(err) => return (events, Some(err.kind())),
+        }
+    }
+    (events, None)
+}
+
+/// Decodes the transcript whole, then split in two at every byte, then one
+/// byte at a time: each must give the same result.
+async fn replay(kind: ProviderKind, name: &str) -> (Vec<Event>, Option<&'static str>) {
+    let text = fixture(kind, name);
+    let bytes = text.as_bytes();
+    let whole = decode(kind, vec![bytes.to_vec()]).await;
+    for cut in 1..bytes.len() {
+        let split = decode(kind, vec![bytes[..cut].to_vec(), bytes[cut..].to_vec()]).await;
+        assert_eq!(split, whole, "{kind}/{name}: split at byte {cut} decodes the same");
+    }
+    let trickle = decode(kind, bytes.iter().map(|b| vec![*b]).collect()).await;
+    assert_eq!(trickle, whole, "{kind}/{name}: byte by byte decodes the same");
+    whole
+}
+
+/// Cuts the transcript just before the event holding `marker` and expects the
+/// events before it, then truncation.
+async fn cut_before(kind: ProviderKind, name: &str, marker: &str) {
+    let text = fixture(kind, name);
+    let at = text.find(marker).unwrap_or_else(|| panic!("{kind}/{name}: no {marker:?}"));
+    let event_start = text[..at].rfind("\n\n").map_or(0, |i| i + 2);
+    let (events, error) = decode(kind, vec![text[..event_start].as_bytes().to_vec()]).await;
+    assert_eq!(error, Some("truncated"), "{kind}/{name}: a stream cut before {marker:?} is truncated");
+    assert!(!events.iter().any(|e| matches!(e, Event::Finish(_))), "{kind}/{name}: no finish before the cut");
+}
+
+fn text_of(events: &[Event]) -> String {
+    events.iter().filter_map(|e| if let Event::Text(t) = e { Some(t.as_str()) } else { None }).collect()
+}
+
+fn last_usage(events: &[Event]) -> Usage {
+    let mut usage = Usage::default();
+    for event in events {
+        if let Event::Usage(u) = event {
+            usage.merge(*u);
+        }
+    }
+    usage
+}
+
+fn tool_calls(events: &[Event]) -> Vec<ToolCallDelta> {
+    events.iter().filter_map(|e| if let Event::ToolCall(c) = e { Some(c.clone()) } else { None }).collect()
+}
+
+fn finish(events: &[Event]) -> Vec<FinishReason> {
+    events.iter().filter_map(|e| if let Event::Finish(r) = e { Some(*r) } else { None }).collect()
+}
+
+fn assert_no_empty_text(events: &[Event]) {
+    assert!(events.iter().all(|e| !matches!(e, Event::Text(t) if t.is_empty())), "empty deltas are dropped");
+}
+
+#[tokio::test]
+async fn openai_text_with_usage() {
+    let (events, error) = replay(ProviderKind::OpenAi, "text").await;
+    assert_eq!(error, None);
+    assert_no_empty_text(&events);
+    assert_eq!(text_of(&events), "Hello! How can I help you today? 👋");
+    assert_eq!(events.first(), Some(&Event::Text("Hello".into())), "the role-only chunk gives no event");
+    assert_eq!(finish(&events), vec![FinishReason::Stop]);
+    assert_eq!(last_usage(&events), Usage { input_tokens: Some(19), output_tokens: Some(10) });
+    cut_before(ProviderKind::OpenAi, "text", "\"finish_reason\":\"stop\"").await;
+}
+
+#[tokio::test]
+async fn openai_tool_call() {
+    let (events, error) = replay(ProviderKind::OpenAi, "tool_call").await;
+    assert_eq!(error, None);
+    let calls = tool_calls(&events);
+    assert_eq!(calls[0].id.as_deref(), Some("call_DdmO9pD3xa9XTPNJ32zg2hcA"));
+    assert_eq!(calls[0].name.as_deref(), Some("get_weather"));
+    let arguments: String = calls.iter().map(|c| c.arguments.as_str()).collect();
+    assert_eq!(arguments, r#"{"location": "Paris, France"}"#);
+    assert!(calls.iter().all(|c| c.index == 0));
+    assert_eq!(finish(&events), vec![FinishReason::ToolCalls]);
+    cut_before(ProviderKind::OpenAi, "tool_call", "\"finish_reason\":\"tool_calls\"").await;
+}
+
+#[tokio::test]
+async fn openai_compatible_server_without_done_is_complete_at_finish_reason() {
+    let (events, error) = replay(ProviderKind::OpenAi, "no_done").await;
+    assert_eq!(error, None, "a finish_reason is enough to call the answer complete");
+    assert_eq!(text_of(&events), "Short answer.");
+    assert_eq!(finish(&events), vec![FinishReason::Length]);
+}
+
+#[tokio::test]
+async fn openai_error_event() {
+    let (events, error) = replay(ProviderKind::OpenAi, "error_event").await;
+    assert_eq!(error, Some("error_event"));
+    assert!(events.is_empty(), "nothing before the error: {events:?}");
+}
+
+#[tokio::test]
+async fn anthropic_text_with_usage() {
+    let (events, error) = replay(ProviderKind::Anthropic, "text").await;
+    assert_eq!(error, None);
+    assert_no_empty_text(&events);
+    assert_eq!(text_of(&events), "Hello! Ça va? 👋");
+    assert_eq!(finish(&events), vec![FinishReason::Stop]);
+    assert_eq!(events.last(), Some(&Event::Finish(FinishReason::Stop)), "finish comes at message_stop");
+    assert_eq!(last_usage(&events), Usage { input_tokens: Some(25), output_tokens: Some(15) });
+    cut_before(ProviderKind::Anthropic, "text", "event: message_stop").await;
+}
+
+#[tokio::test]
+async fn anthropic_tool_call() {
+    let (events, error) = replay(ProviderKind::Anthropic, "tool_call").await;
+    assert_eq!(error, None);
+    assert_eq!(text_of(&events), "Let me check the weather.");
+    let calls = tool_calls(&events);
+    assert_eq!(calls[0].id.as_deref(), Some("toolu_01T1x1fJ34qAmk2tNTrN7Up6"));
+    assert_eq!(calls[0].name.as_deref(), Some("get_weather"));
+    assert!(calls.iter().all(|c| c.index == 0), "the first tool block is tool call 0");
+    let arguments: String = calls.iter().map(|c| c.arguments.as_str()).collect();
+    assert_eq!(arguments, r#"{"location": "Paris, France"}"#);
+    assert_eq!(finish(&events), vec![FinishReason::ToolCalls]);
+    cut_before(ProviderKind::Anthropic, "tool_call", "event: message_stop").await;
+}
+
+#[tokio::test]
+async fn anthropic_error_event() {
+    let (events, error) = replay(ProviderKind::Anthropic, "error_event").await;
+    assert_eq!(error, Some("error_event"));
+    assert!(events.iter().all(|e| !e.is_content()), "ping and message_start are not tokens: {events:?}");
+}
+
+#[tokio::test]
+async fn gemini_text_with_usage() {
+    let (events, error) = replay(ProviderKind::Gemini, "text").await;
+    assert_eq!(error, None);
+    assert_no_empty_text(&events);
+    assert_eq!(text_of(&events), "Hello! How can I help you today? 👋");
+    assert_eq!(finish(&events), vec![FinishReason::Stop]);
+    assert_eq!(last_usage(&events), Usage { input_tokens: Some(8), output_tokens: Some(11) });
+    cut_before(ProviderKind::Gemini, "text", "\"finishReason\"").await;
+}
+
+#[tokio::test]
+async fn gemini_thoughts_are_not_answer_text() {
+    let (events, error) = replay(ProviderKind::Gemini, "thought").await;
+    assert_eq!(error, None);
+    assert_eq!(text_of(&events), "Hi there.");
+    assert_eq!(finish(&events), vec![FinishReason::Length]);
+}
+
+#[tokio::test]
+async fn gemini_tool_call() {
+    let (events, error) = replay(ProviderKind::Gemini, "tool_call").await;
+    assert_eq!(error, None);
+    let calls = tool_calls(&events);
+    assert_eq!(calls.len(), 1, "Gemini sends a call whole");
+    assert_eq!(calls[0].name.as_deref(), Some("get_weather"));
+    assert!(calls[0].id.is_some(), "an id is made up for OpenAI clients");
+    let arguments: serde_json::Value = serde_json::from_str(&calls[0].arguments).expect("arguments are JSON");
+    assert_eq!(arguments, serde_json::json!({ "location": "Paris, France" }));
+    assert_eq!(finish(&events), vec![FinishReason::ToolCalls]);
+    cut_before(ProviderKind::Gemini, "tool_call", "\"finishReason\"").await;
+}
+
+#[tokio::test]
+async fn gemini_error_event() {
+    let (events, error) = replay(ProviderKind::Gemini, "error_event").await;
+    assert_eq!(error, Some("error_event"));
+    assert!(events.is_empty());
+}
+
+#[tokio::test]
+async fn garbage_is_malformed_for_every_provider() {
+    for kind in ProviderKind::ALL {
+        let (events, error) = decode(kind, vec![b"data: {\"oops\": \n\n".to_vec()]).await;
+        assert_eq!(error, Some("malformed"), "{kind}: undecodable JSON");
+        assert!(events.is_empty());
+        let (_, error) = decode(kind, vec![b"data: \xff\xfe\n\n".to_vec()]).await;
+        assert_eq!(error, Some("malformed"), "{kind}: invalid utf-8");
+        let (_, error) = decode(kind, vec![Vec::new()]).await;
+        assert_eq!(error, Some("truncated"), "{kind}: an empty body is truncated");
+    }
+}
