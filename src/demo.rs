@@ -49,6 +49,8 @@ pub(crate) async fn run(listen: SocketAddr) -> Result<(), AnyError> {
         model: model.to_owned(),
         context_window: None,
     };
+    let listener = crate::bind(listen).await?;
+    let listen = listener.local_addr()?;
     let config = Config {
         listen,
         max_body_bytes: DEFAULT_MAX_BODY_BYTES,
@@ -72,5 +74,5 @@ pub(crate) async fn run(listen: SocketAddr) -> Result<(), AnyError> {
         "    -d '{{\"model\": \"chat\", \"stream\": true, \"messages\": [{{\"role\": \"user\", \"content\": \"hello\"}}]}}'"
     );
     println!();
-    crate::run_proxy(config).await
+    crate::serve_on(listener, config).await
 }

@@ -2,6 +2,7 @@
 
 mod demo;
 
+use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -103,6 +104,8 @@ fn parse_fault(name: &str) -> Result<Fault, String> {
 async fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let result = match Cli::parse().command {
         Command::Serve { config, listen } => serve(&config, listen).await,
@@ -130,10 +133,18 @@ async fn serve(path: &std::path::Path, listen: Option<SocketAddr>) -> Result<(),
 }
 
 /// Binds the config's address and serves until the process ends.
-pub(crate) async fn run_proxy(config: Config) -> Result<(), AnyError> {
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .map_err(|err| format!("cannot listen on {}: {err}", config.listen))?;
+async fn run_proxy(config: Config) -> Result<(), AnyError> {
+    let listener = bind(config.listen).await?;
+    serve_on(listener, config).await
+}
+
+/// Binds `addr`, saying which address failed.
+pub(crate) async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, AnyError> {
+    Ok(tokio::net::TcpListener::bind(addr).await.map_err(|err| format!("cannot listen on {addr}: {err}"))?)
+}
+
+/// Serves the proxy on a bound listener until the process ends.
+pub(crate) async fn serve_on(listener: tokio::net::TcpListener, config: Config) -> Result<(), AnyError> {
     tracing::info!(listen = %listener.local_addr()?, routes = config.routes.len(), "baton is serving");
     let state = AppState { config: Arc::new(config), engine: Engine::new()? };
     baton::serve(listener, state).await?;
@@ -158,7 +169,7 @@ async fn mock(args: MockArgs) -> Result<(), AnyError> {
         provider = provider.api_key(key);
     }
     let handle = provider.bind(args.listen).await.map_err(|err| format!("cannot listen on {}: {err}", args.listen))?;
-    tracing::info!(kind = %args.kind, base_url = %handle.base_url(), "simulated provider is serving");
+    tracing::info!(kind = %args.kind, listen = %handle.addr(), base_url = %handle.base_url(), "simulated provider is serving");
     tokio::signal::ctrl_c().await?;
     Ok(())
 }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use baton::config::{parse, ConfigError};
+use baton::config::{ConfigError, parse};
 use baton::providers::ProviderKind;
 
 const GOOD: &str = r#"
@@ -60,7 +60,8 @@ fn the_design_example_loads_with_variables_resolved() {
     let route = config.route("chat").expect("route");
     assert_eq!(route.first_token_timeout, Duration::from_millis(1200));
     assert_eq!(route.idle_timeout, Duration::from_secs(10));
-    let targets: Vec<(&str, &str)> = route.targets.iter().map(|t| (t.provider.name.as_str(), t.model.as_str())).collect();
+    let targets: Vec<(&str, &str)> =
+        route.targets.iter().map(|t| (t.provider.name.as_str(), t.model.as_str())).collect();
     assert_eq!(targets, vec![("gemini", "gemini-2.5-flash"), ("openai", "gpt-4o-mini")]);
 }
 
@@ -122,11 +123,26 @@ fn a_missing_environment_variable_is_named() {
 fn other_mistakes_are_named() {
     let cases = [
         (GOOD.replace("kind = \"openai\"", "kind = \"opnai\""), 12, "providers[1].kind", "unknown kind"),
-        (GOOD.replace("https://api.openai.com/v1", "api.openai.com"), 13, "providers[1].base_url", "not an http(s) URL"),
-        (GOOD.replace("first_token_timeout_ms = 1200", "first_token_timeout_ms = 0"), 18, "routes[0].first_token_timeout_ms", "at least 1 ms"),
+        (
+            GOOD.replace("https://api.openai.com/v1", "api.openai.com"),
+            13,
+            "providers[1].base_url",
+            "not an http(s) URL",
+        ),
+        (
+            GOOD.replace("first_token_timeout_ms = 1200", "first_token_timeout_ms = 0"),
+            18,
+            "routes[0].first_token_timeout_ms",
+            "at least 1 ms",
+        ),
         (GOOD.replace("127.0.0.1:9090", "localhost"), 2, "listen", "not an address"),
         (GOOD.replace("idle_timeout_ms = 10000", "idle_timeout_ms = \"ten\""), 19, "idle_timeout_ms", "invalid type"),
-        (format!("{GOOD}\n[[routes]]\nmodel = \"chat\"\ntargets = [{{ provider = \"openai\", model = \"x\" }}]\n"), 26, "routes[1].model", "duplicate route"),
+        (
+            format!("{GOOD}\n[[routes]]\nmodel = \"chat\"\ntargets = [{{ provider = \"openai\", model = \"x\" }}]\n"),
+            26,
+            "routes[1].model",
+            "duplicate route",
+        ),
     ];
     for (text, line, key, needle) in cases {
         let (got_line, got_key, message) = error_of(&text);

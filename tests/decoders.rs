@@ -5,7 +5,7 @@
 use std::convert::Infallible;
 
 use baton::event::{Event, FinishReason, ToolCallDelta, Usage};
-use baton::providers::{driver, ProviderKind};
+use baton::providers::{ProviderKind, driver};
 use futures_util::StreamExt;
 
 fn fixture(kind: ProviderKind, name: &str) -> String {

@@ -1,0 +1,177 @@
+//! The compiled `baton` binary as a user runs it: `check`, `serve` with
+//! `curl -N`, `mock`, and `demo`.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use baton::mock::MockProvider;
+use support::{mocks_toml, within};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+const HARD_LIMIT: Duration = Duration::from_secs(60);
+const BATON: &str = env!("CARGO_BIN_EXE_baton");
+
+/// A config file in a fresh temporary directory.
+fn write_config(name: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("baton-cli-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("baton.toml");
+    std::fs::write(&path, text).expect("write config");
+    path
+}
+
+/// Starts `baton args…` and waits for its "is serving" log line, returning
+/// the address it reports. Its logs keep draining so it never blocks.
+async fn start(args: &[&str]) -> (Child, SocketAddr) {
+    let mut child = Command::new(BATON)
+        .args(args)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("baton starts");
+    let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
+    let addr = loop {
+        let line = lines.next_line().await.expect("read log").expect("baton exited before serving");
+        if line.contains("is serving") {
+            let listen = line.split("listen=").nth(1).and_then(|rest| rest.split_whitespace().next()).expect("listen=");
+            break listen.parse().expect("an address");
+        }
+    };
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (child, addr)
+}
+
+#[tokio::test]
+async fn check_prints_the_routes() {
+    let config = "[[providers]]\nname = \"main\"\nkind = \"anthropic\"\nbase_url = \"https://api.anthropic.com\"\n\
+                  api_key = \"${BATON_TEST_KEY}\"\n\n\
+                  [[routes]]\nmodel = \"chat\"\nfirst_token_timeout_ms = 900\ntargets = [{ provider = \"main\", model = \"claude-x\" }]\n";
+    let path = write_config("check-ok", config);
+    let out = std::process::Command::new(BATON)
+        .args(["check", "--config"])
+        .arg(&path)
+        .env("BATON_TEST_KEY", "sk-very-secret")
+        .output()
+        .expect("runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "check succeeds: {stdout} {}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("route \"chat\" (first token 900 ms, idle 30000 ms)"), "{stdout}");
+    assert!(stdout.contains("1. main (anthropic, https://api.anthropic.com) model claude-x"), "{stdout}");
+    assert!(!stdout.contains("sk-very-secret"), "the key is never printed");
+}
+
+#[tokio::test]
+async fn check_names_file_line_and_key_of_a_mistake() {
+    let path = write_config(
+        "check-bad",
+        "[[providers]]\nname = \"a\"\nkind = \"openai\"\nbase_url = \"http://x/v1\"\nretries = 3\n",
+    );
+    let out = std::process::Command::new(BATON).args(["check", "--config"]).arg(&path).output().expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a bad config fails");
+    let expected = format!("baton: {}:5: retries: unknown field `retries`", path.display());
+    assert!(stderr.contains(&expected), "expected {expected:?} in {stderr:?}");
+}
+
+#[tokio::test]
+async fn serve_streams_to_curl() {
+    within(HARD_LIMIT, async {
+        let provider = MockProvider::gemini().marker("gem").tokens(6).spawn().await.expect("mock");
+        let config = format!("listen = \"127.0.0.1:0\"\n{}", mocks_toml(&[("gemini", &provider)], 2000, 2000));
+        let path = write_config("serve", &config);
+        let (_baton, addr) = start(&["serve", "--config", path.to_str().expect("utf-8 path")]).await;
+        let body = r#"{"model": "chat", "stream": true, "messages": [{"role": "user", "content": "hi"}]}"#;
+        let out = Command::new("curl")
+            .args(["-sN", "-D", "-", "-H", "content-type: application/json", "-d", body])
+            .arg(format!("http://{addr}/v1/chat/completions"))
+            .output()
+            .await
+            .expect("curl runs (install curl)");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
+        assert!(text.contains("x-baton-provider: gemini"), "{text}");
+        assert!(text.contains("content-type: text/event-stream"), "{text}");
+        let deltas: String = text
+            .lines()
+            .filter_map(|line| line.strip_prefix("data: "))
+            .filter_map(|data| serde_json::from_str::<serde_json::Value>(data).ok())
+            .filter_map(|chunk| chunk["choices"][0]["delta"]["content"].as_str().map(str::to_owned))
+            .collect();
+        assert_eq!(deltas, "gem0 gem1 gem2 gem3 gem4 gem5");
+        assert!(text.trim_end().ends_with("data: [DONE]"), "{text}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn mock_serves_its_wire_format() {
+    within(HARD_LIMIT, async {
+        let (_mock, addr) = start(&[
+            "mock",
+            "--kind",
+            "anthropic",
+            "--listen",
+            "127.0.0.1:0",
+            "--marker",
+            "cli",
+            "--tokens",
+            "3",
+            "--first-token-ms",
+            "0",
+            "--gap-ms",
+            "0",
+        ])
+        .await;
+        let out = reqwest::Client::new()
+            .post(format!("http://{addr}/v1/messages"))
+            .json(&serde_json::json!({ "model": "claude", "max_tokens": 10, "messages": [] }))
+            .send()
+            .await
+            .expect("mock answers")
+            .text()
+            .await
+            .expect("body");
+        assert!(out.starts_with("event: message_start"), "{out}");
+        assert!(out.contains("\"text\":\"cli0\"") && out.contains("\"text\":\" cli2\""), "{out}");
+        assert!(out.trim_end().ends_with("data: {\"type\":\"message_stop\"}"), "{out}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn demo_answers_every_request_and_fails_over() {
+    within(HARD_LIMIT, async {
+        let (_demo, addr) = start(&["demo", "--listen", "127.0.0.1:0"]).await;
+        let client = reqwest::Client::new();
+        let mut providers = Vec::new();
+        for _ in 0..10 {
+            let response = client
+                .post(format!("http://{addr}/v1/chat/completions"))
+                .json(&support::chat_body(true))
+                .send()
+                .await
+                .expect("demo answers");
+            assert_eq!(response.status(), 200, "every demo request is answered");
+            let provider = response.headers()["x-baton-provider"].to_str().expect("header").to_owned();
+            let text = response.text().await.expect("body");
+            assert!(text.trim_end().ends_with("data: [DONE]"), "complete answers only: {text}");
+            let marker = if provider == "flaky-anthropic" { "flaky" } else { "steady" };
+            let other = if marker == "flaky" { "steady" } else { "flaky" };
+            assert!(text.contains(marker) && !text.contains(other), "one provider's words per answer: {text}");
+            providers.push(provider);
+        }
+        assert!(
+            providers.iter().any(|p| p == "steady-openai"),
+            "the flaky primary failed over at least once: {providers:?}"
+        );
+        assert!(providers.iter().any(|p| p == "flaky-anthropic"), "the primary answered when healthy: {providers:?}");
+    })
+    .await;
+}
