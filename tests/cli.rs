@@ -1,6 +1,8 @@
 //! The compiled `baton` binary as a user runs it: `check`, `serve` with
 //! `curl -N`, `mock`, and `demo`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
+
 mod support;
 
 use std::net::SocketAddr;

@@ -1,6 +1,8 @@
 //! Config loading: a good file becomes routes; every mistake is an error that
 //! names the file, the line and the key.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
+
 use std::time::Duration;
 
 use baton::config::{ConfigError, parse};

@@ -2,6 +2,8 @@
 //! (`fixtures/<provider>/*.sse`): whole, split at every byte, and cut before
 //! the provider's end marker, which must read as truncation.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
+
 use std::convert::Infallible;
 
 use baton::event::{Event, FinishReason, ToolCallDelta, Usage};
@@ -49,7 +51,7 @@ async fn cut_before(kind: ProviderKind, name: &str, marker: &str) {
     let text = fixture(kind, name);
     let at = text.find(marker).unwrap_or_else(|| panic!("{kind}/{name}: no {marker:?}"));
     let event_start = text[..at].rfind("\n\n").map_or(0, |i| i + 2);
-    let (events, error) = decode(kind, vec![text[..event_start].as_bytes().to_vec()]).await;
+    let (events, error) = decode(kind, vec![text.as_bytes()[..event_start].to_vec()]).await;
     assert_eq!(error, Some("truncated"), "{kind}/{name}: a stream cut before {marker:?} is truncated");
     assert!(!events.iter().any(|e| matches!(e, Event::Finish(_))), "{kind}/{name}: no finish before the cut");
 }

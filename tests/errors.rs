@@ -1,6 +1,8 @@
 //! What a client gets when no answer can be had, and when its own request is
 //! wrong: OpenAI-shaped errors with fitting statuses, and nothing sent upstream.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
+
 mod support;
 
 use std::time::Duration;

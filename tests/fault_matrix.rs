@@ -3,6 +3,8 @@
 //! exactly the healthy secondary's text, never a byte of the failed attempt,
 //! and in time.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
+
 mod support;
 
 use std::time::Duration;

@@ -1,6 +1,8 @@
 //! A committed stream, end to end: the client going away, usage on request,
 //! and what the client sees of a stream that breaks after it started.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
+
 mod support;
 
 use std::time::{Duration, Instant};
@@ -39,13 +41,11 @@ async fn disconnect_mid_stream(kind: ProviderKind) {
         assert!(String::from_utf8_lossy(&first).contains("only0"), "the stream had started");
         let before = provider.closed_early();
         drop(body);
-        let left = Instant::now();
         tokio::time::timeout(CLOSE_BOUND, provider.wait_closed_early(before)).await.unwrap_or_else(|_| {
             panic!("the provider's connection was still open {CLOSE_BOUND:?} after the client left")
         });
         let requests = provider.requests().len();
         assert_eq!(requests, 1, "baton did not retry a stream the client abandoned");
-        println!("{kind}: upstream closed {:?} after the client left", left.elapsed());
     })
     .await;
 }

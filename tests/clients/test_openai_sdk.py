@@ -1,0 +1,145 @@
+"""The official OpenAI Python SDK, pointed at a running `baton serve`, against
+simulated providers started with `baton mock`: a drop-in client must work
+unchanged, and must raise when a stream fails after it started."""
+
+import os
+import re
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+import openai
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BATON = os.environ.get("BATON_BIN", str(ROOT / "target" / "debug" / "baton"))
+START_TIMEOUT_S = 30
+
+
+def start(*args):
+    """Starts `baton args...` and returns (process, address) once it serves."""
+    proc = subprocess.Popen(
+        [BATON, *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "RUST_LOG": "info"},
+    )
+    found = {}
+    ready = threading.Event()
+
+    def drain():
+        for line in proc.stderr:
+            match = re.search(r"is serving.*listen=(\S+)", line)
+            if match and not ready.is_set():
+                found["addr"] = match.group(1)
+                ready.set()
+        ready.set()
+
+    threading.Thread(target=drain, daemon=True).start()
+    if not ready.wait(START_TIMEOUT_S) or "addr" not in found:
+        proc.kill()
+        raise RuntimeError(f"baton {' '.join(args)} did not start")
+    return proc, found["addr"]
+
+
+@pytest.fixture(scope="module")
+def gateway():
+    procs = []
+    try:
+        healthy, healthy_addr = start("mock", "--kind", "gemini", "--listen", "127.0.0.1:0",
+                                      "--marker", "py", "--tokens", "5", "--first-token-ms", "10", "--gap-ms", "5")
+        flaky, flaky_addr = start("mock", "--kind", "anthropic", "--listen", "127.0.0.1:0",
+                                  "--marker", "leak", "--fault", "error_event")
+        broken, broken_addr = start("mock", "--kind", "openai", "--listen", "127.0.0.1:0",
+                                    "--marker", "cut", "--tokens", "10", "--fault", "midstream_close")
+        procs += [healthy, flaky, broken]
+        config = f"""
+listen = "127.0.0.1:0"
+
+[[providers]]
+name = "healthy"
+kind = "gemini"
+base_url = "http://{healthy_addr}"
+
+[[providers]]
+name = "flaky"
+kind = "anthropic"
+base_url = "http://{flaky_addr}"
+
+[[providers]]
+name = "broken"
+kind = "openai"
+base_url = "http://{broken_addr}/v1"
+
+[[routes]]
+model = "chat"
+first_token_timeout_ms = 2000
+targets = [{{ provider = "flaky", model = "claude-sim" }}, {{ provider = "healthy", model = "gemini-sim" }}]
+
+[[routes]]
+model = "breaks"
+targets = [{{ provider = "broken", model = "gpt-sim" }}]
+"""
+        path = Path(tempfile.mkdtemp()) / "baton.toml"
+        path.write_text(config)
+        proxy, proxy_addr = start("serve", "--config", str(path))
+        procs.append(proxy)
+        yield openai.OpenAI(base_url=f"http://{proxy_addr}/v1", api_key="unused", max_retries=0, timeout=20)
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+
+
+MESSAGES = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello"}]
+EXPECTED = "py0 py1 py2 py3 py4"
+
+
+def test_streaming_through_a_failover(gateway):
+    stream = gateway.chat.completions.create(
+        model="chat", messages=MESSAGES, stream=True, stream_options={"include_usage": True})
+    text, usage, models = "", None, set()
+    for chunk in stream:
+        models.add(chunk.model)
+        if chunk.choices and chunk.choices[0].delta.content:
+            text += chunk.choices[0].delta.content
+        if chunk.usage:
+            usage = chunk.usage
+    assert text == EXPECTED
+    assert "leak" not in text
+    assert models == {"gemini-sim"}
+    assert usage is not None and usage.completion_tokens == 5 and usage.prompt_tokens == 10
+
+
+def test_whole_answer_through_a_failover(gateway):
+    raw = gateway.chat.completions.with_raw_response.create(model="chat", messages=MESSAGES)
+    assert raw.headers["x-baton-provider"] == "healthy"
+    assert raw.headers["x-baton-attempts"] == "2"
+    completion = raw.parse()
+    assert completion.choices[0].message.content == EXPECTED
+    assert completion.choices[0].finish_reason == "stop"
+    assert completion.model == "gemini-sim"
+    assert completion.usage.total_tokens == 15
+
+
+def test_a_stream_that_breaks_midway_raises(gateway):
+    stream = gateway.chat.completions.create(model="breaks", messages=MESSAGES, stream=True)
+    received = ""
+    with pytest.raises(openai.APIError) as raised:
+        for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:
+                received += chunk.choices[0].delta.content
+    assert received == "cut0 cut1 cut2", "the tokens before the failure arrived"
+    assert "stream" in str(raised.value).lower()
+
+
+def test_unknown_model_is_not_found(gateway):
+    with pytest.raises(openai.NotFoundError) as raised:
+        gateway.chat.completions.create(model="gpt-nope", messages=MESSAGES)
+    assert "chat" in str(raised.value)
+
+
+def test_models_lists_the_routes(gateway):
+    assert sorted(model.id for model in gateway.models.list()) == ["breaks", "chat"]
