@@ -35,6 +35,14 @@ impl Failure {
         }
     }
 
+    /// Whether another candidate may be tried (see [`ProviderError::is_failover`]).
+    pub fn is_failover(&self) -> bool {
+        match self {
+            Failure::Provider(err) => err.is_failover(),
+            Failure::FirstTokenTimeout(_) | Failure::IdleTimeout(_) | Failure::Empty => true,
+        }
+    }
+
     fn is_timeout(&self) -> bool {
         matches!(self, Failure::FirstTokenTimeout(_) | Failure::IdleTimeout(_))
     }

@@ -97,20 +97,20 @@ impl Engine {
                 Ok((held, rest)) => finish(relay::committed(held, rest, route.idle_timeout)).await,
                 Err(failure) => Err(failure),
             };
-            let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            let elapsed = started.elapsed();
+            let latency_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
             let (provider, model) = (&target.provider.name, &target.model);
             let failure = match outcome {
                 Ok(answer) => {
-                    tracing::info!(%provider, %model, attempt, outcome = "committed", latency_ms = elapsed_ms, "attempt");
+                    tracing::info!(%provider, %model, attempt, outcome = "committed", latency_ms, "attempt");
                     let winner =
                         Winner { provider: Arc::clone(&target.provider), model: model.clone(), attempts: attempt };
                     return Ok((winner, answer));
                 }
                 Err(failure) => failure,
             };
-            tracing::info!(%provider, %model, attempt, outcome = "failed", failure_class = failure.kind(), latency_ms = elapsed_ms, error = %failure, "attempt");
-            let record =
-                AttemptRecord { provider: provider.clone(), model: model.clone(), failure, elapsed: started.elapsed() };
+            tracing::info!(%provider, %model, attempt, outcome = "failed", failure_class = failure.kind(), latency_ms, error = %failure, "attempt");
+            let record = AttemptRecord { provider: provider.clone(), model: model.clone(), failure, elapsed };
             if let Failure::Provider(ProviderError::BadRequest { context_length, .. }) = &record.failure {
                 match target.context_window.filter(|_| *context_length) {
                     Some(window) => needs_window_above = Some(window),
@@ -119,16 +119,11 @@ impl Engine {
             }
             failed.push(record);
         }
-        match failed.pop() {
-            Some(last) if matches!(last.failure, Failure::Provider(ProviderError::BadRequest { .. })) => {
-                Err(ProxyError::rejected(last))
-            }
-            Some(last) => {
-                failed.push(last);
-                Err(ProxyError::AllFailed(failed))
-            }
-            None => Err(ProxyError::AllFailed(failed)),
+        // A context-length error that no later target had the window for goes back to the client.
+        if let Some(last) = failed.pop_if(|record| !record.failure.is_failover()) {
+            return Err(ProxyError::rejected(last));
         }
+        Err(ProxyError::AllFailed(failed))
     }
 
     /// Opens one attempt and reads up to its first token, all within
