@@ -171,3 +171,72 @@ pub fn completion(answer: Answer, events: Vec<Event>) -> Value {
         "usage": usage_json(usage),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer() -> Answer {
+        Answer { id: "chatcmpl-1".into(), created: 7, model: "m".into() }
+    }
+
+    fn call(index: u32, id: Option<&str>, name: Option<&str>, arguments: &str) -> Event {
+        Event::ToolCall(ToolCallDelta {
+            index,
+            id: id.map(str::to_owned),
+            name: name.map(str::to_owned),
+            arguments: arguments.to_owned(),
+        })
+    }
+
+    fn data(bytes: &Bytes) -> Value {
+        let text = std::str::from_utf8(bytes).unwrap_or_default();
+        serde_json::from_str(text.trim_start_matches("data: ").trim_end()).unwrap_or_default()
+    }
+
+    #[test]
+    fn tool_call_chunks_follow_openai() {
+        let mut encoder = ChunkEncoder::new(answer(), true);
+        let first = encoder.event(call(0, Some("call_1"), Some("get_weather"), "")).unwrap_or_default();
+        assert_eq!(
+            data(&first)["choices"][0]["delta"],
+            json!({ "role": "assistant", "tool_calls": [{ "index": 0, "id": "call_1", "type": "function",
+                "function": { "name": "get_weather", "arguments": "" } }] })
+        );
+        let more = encoder.event(call(0, None, None, "{\"city\":")).unwrap_or_default();
+        assert_eq!(
+            data(&more)["choices"][0]["delta"],
+            json!({ "tool_calls": [{ "index": 0, "function": { "arguments": "{\"city\":" } }] })
+        );
+        assert_eq!(encoder.event(Event::Usage(Usage { input_tokens: Some(3), output_tokens: Some(4) })), None);
+        let finish = encoder.event(Event::Finish(FinishReason::ToolCalls)).unwrap_or_default();
+        assert_eq!(data(&finish)["choices"][0]["finish_reason"], "tool_calls");
+        let done = encoder.done();
+        let text = std::str::from_utf8(&done).unwrap_or_default();
+        assert!(text.contains("\"total_tokens\":7") && text.ends_with("data: [DONE]\n\n"), "{text}");
+    }
+
+    #[test]
+    fn a_whole_answer_assembles_text_calls_and_usage() {
+        let events = vec![
+            Event::Usage(Usage { input_tokens: Some(10), output_tokens: None }),
+            Event::Text("Checking".into()),
+            call(0, Some("call_a"), Some("get_weather"), "{\"city\":"),
+            call(0, None, None, "\"Paris\"}"),
+            call(1, Some("call_b"), Some("get_time"), "{}"),
+            Event::Usage(Usage { input_tokens: None, output_tokens: Some(12) }),
+            Event::Finish(FinishReason::ToolCalls),
+        ];
+        let body = completion(answer(), events);
+        let message = &body["choices"][0]["message"];
+        assert_eq!(message["content"], "Checking");
+        assert_eq!(
+            message["tool_calls"][0]["function"],
+            json!({ "name": "get_weather", "arguments": "{\"city\":\"Paris\"}" })
+        );
+        assert_eq!(message["tool_calls"][1]["id"], "call_b");
+        assert_eq!(body["choices"][0]["finish_reason"], "tool_calls");
+        assert_eq!(body["usage"], json!({ "prompt_tokens": 10, "completion_tokens": 12, "total_tokens": 22 }));
+        assert_eq!(body["model"], "m");
+    }
+}

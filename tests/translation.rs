@@ -1,0 +1,142 @@
+//! What each provider receives: the client's OpenAI-style request translated
+//! into the provider's own request, at the SDK's URL, with the key in the
+//! provider's header — and the key never echoed back to the client.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
+
+mod support;
+
+use std::time::Duration;
+
+use baton::mock::{MockProvider, RecordedRequest};
+use baton::providers::ProviderKind;
+use serde_json::{Value, json};
+use support::{Proxy, post_chat, provider_toml, within};
+
+const HARD_LIMIT: Duration = Duration::from_secs(20);
+const KEY: &str = "sk-test-0123456789";
+
+fn rich_request() -> Value {
+    json!({
+        "model": "chat",
+        "stream": true,
+        "messages": [
+            { "role": "system", "content": "be brief" },
+            { "role": "user", "content": "hi" },
+            { "role": "assistant", "content": "hello" },
+            { "role": "user", "content": [{ "type": "text", "text": "weather " }, { "type": "text", "text": "in Paris?" }] },
+        ],
+        "max_tokens": 77,
+        "temperature": 0.3,
+        "top_p": 0.8,
+        "stop": "END",
+        "tools": [{ "type": "function", "function": {
+            "name": "get_weather", "description": "Weather for a city",
+            "parameters": { "type": "object", "properties": { "city": { "type": "string" } } },
+        }}],
+    })
+}
+
+/// Sends the rich request to a provider of `kind` that demands `KEY`, and
+/// returns what the provider received.
+async fn received_by(kind: ProviderKind) -> RecordedRequest {
+    let provider = MockProvider::new(kind).api_key(KEY).spawn().await.expect("mock");
+    let config = format!(
+        "{}\napi_key = \"{KEY}\"\n\n[[routes]]\nmodel = \"chat\"\ntargets = [{{ provider = \"p\", model = \"m-1\" }}]\n",
+        provider_toml("p", kind, &provider.base_url()).trim_end()
+    );
+    let proxy = Proxy::start(&config).await;
+    let got = post_chat(&proxy, &rich_request()).await;
+    assert_eq!(got.status, 200, "{kind}: the provider accepted the key and the request: {}", got.raw);
+    assert_eq!(got.streamed_text(), provider.provider().expected_text());
+    provider.requests().pop().expect("one request")
+}
+
+#[tokio::test]
+async fn openai_receives_chat_completions() {
+    within(HARD_LIMIT, async {
+        let request = received_by(ProviderKind::OpenAi).await;
+        assert_eq!(request.path, "/v1/chat/completions");
+        assert_eq!(request.headers["authorization"], format!("Bearer {KEY}"));
+        let body = request.body;
+        assert_eq!(body["model"], "m-1");
+        assert_eq!(body["stream"], true);
+        assert_eq!(body["stream_options"], json!({ "include_usage": true }));
+        assert_eq!(body["messages"][0], json!({ "role": "system", "content": "be brief" }));
+        assert_eq!(body["messages"][3], json!({ "role": "user", "content": "weather in Paris?" }));
+        assert_eq!(
+            (body["max_tokens"].clone(), body["temperature"].clone(), body["top_p"].clone()),
+            (json!(77), json!(0.3), json!(0.8))
+        );
+        assert_eq!(body["stop"], json!(["END"]));
+        assert_eq!(body["tools"][0]["function"]["name"], "get_weather");
+        assert_eq!(body["tools"][0]["type"], "function");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn anthropic_receives_messages() {
+    within(HARD_LIMIT, async {
+        let request = received_by(ProviderKind::Anthropic).await;
+        assert_eq!(request.path, "/v1/messages");
+        assert_eq!(request.headers["x-api-key"], KEY);
+        assert_eq!(request.headers["anthropic-version"], "2023-06-01");
+        assert!(!request.headers.contains_key("authorization"), "Anthropic takes the key in x-api-key only");
+        let body = request.body;
+        assert_eq!(body["model"], "m-1");
+        assert_eq!(body["system"], "be brief");
+        let roles: Vec<&str> =
+            body["messages"].as_array().expect("messages").iter().map(|m| m["role"].as_str().unwrap()).collect();
+        assert_eq!(roles, vec!["user", "assistant", "user"]);
+        assert_eq!(body["max_tokens"], 77);
+        assert_eq!(body["stop_sequences"], json!(["END"]));
+        assert_eq!(body["tools"][0]["name"], "get_weather");
+        assert_eq!(body["tools"][0]["input_schema"]["properties"]["city"]["type"], "string");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn gemini_receives_stream_generate_content() {
+    within(HARD_LIMIT, async {
+        let request = received_by(ProviderKind::Gemini).await;
+        assert_eq!(request.path, "/v1beta/models/m-1:streamGenerateContent?alt=sse");
+        assert_eq!(request.headers["x-goog-api-key"], KEY);
+        let body = request.body;
+        assert_eq!(body["systemInstruction"], json!({ "parts": [{ "text": "be brief" }] }));
+        let roles: Vec<&str> =
+            body["contents"].as_array().expect("contents").iter().map(|m| m["role"].as_str().unwrap()).collect();
+        assert_eq!(roles, vec!["user", "model", "user"]);
+        assert_eq!(body["contents"][2]["parts"][0]["text"], "weather in Paris?");
+        assert_eq!(body["generationConfig"]["maxOutputTokens"], 77);
+        assert_eq!(body["generationConfig"]["stopSequences"], json!(["END"]));
+        assert_eq!(body["tools"][0]["functionDeclarations"][0]["name"], "get_weather");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_rejected_key_never_reaches_the_client() {
+    within(HARD_LIMIT, async {
+        for kind in ProviderKind::ALL {
+            let provider = MockProvider::new(kind).api_key("the-right-one").spawn().await.expect("mock");
+            let config = format!(
+                "{}\napi_key = \"{KEY}\"\n\n[[routes]]\nmodel = \"chat\"\ntargets = [{{ provider = \"p\", model = \"m\" }}]\n",
+                provider_toml("p", kind, &provider.base_url()).trim_end()
+            );
+            let proxy = Proxy::start(&config).await;
+            for stream in [true, false] {
+                let mut body = rich_request();
+                body["stream"] = json!(stream);
+                let got = post_chat(&proxy, &body).await;
+                assert_eq!(got.status, 502, "{kind}: a 401 upstream is a failed attempt: {}", got.raw);
+                assert!(got.raw.contains("http_auth"), "{kind}: the failure class is named: {}", got.raw);
+                assert!(!got.raw.contains(KEY), "{kind}: the key leaked: {}", got.raw);
+                let headers = format!("{:?}", got.headers);
+                assert!(!headers.contains(KEY), "{kind}: the key leaked into headers");
+            }
+        }
+    })
+    .await;
+}
