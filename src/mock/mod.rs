@@ -42,6 +42,8 @@ pub enum Fault {
     MidstreamStall,
     /// Send a few tokens, then end the body without the end marker.
     MidstreamClose,
+    /// Answer 200 with a JSON body instead of an event stream.
+    NotSse,
     /// Answer 400: the request itself is wrong, and no other provider would take it.
     BadRequest,
     /// Answer 400 with the provider's own words for a prompt over the context window.
@@ -50,7 +52,7 @@ pub enum Fault {
 
 impl Fault {
     /// Every fault a simulated provider can inject.
-    pub const ALL: [Fault; 14] = [
+    pub const ALL: [Fault; 15] = [
         Fault::Refuse,
         Fault::Http5xx,
         Fault::Http429,
@@ -63,6 +65,7 @@ impl Fault {
         Fault::SlowFirstToken,
         Fault::MidstreamStall,
         Fault::MidstreamClose,
+        Fault::NotSse,
         Fault::BadRequest,
         Fault::ContextLength,
     ];
@@ -82,6 +85,7 @@ impl Fault {
             Fault::SlowFirstToken => "slow_first_token",
             Fault::MidstreamStall => "midstream_stall",
             Fault::MidstreamClose => "midstream_close",
+            Fault::NotSse => "not_sse",
             Fault::BadRequest => "bad_request",
             Fault::ContextLength => "context_length",
         }

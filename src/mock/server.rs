@@ -88,22 +88,22 @@ impl Exchange<'_, '_> {
         let kind = provider.kind;
         if !wire::is_chat_path(kind, &self.request.path) {
             let message = format!("no route for {}", self.request.path);
-            return self.json_error(404, "Not Found", &message, &[]).await;
+            return self.json_response(404, "Not Found", &message, &[]).await;
         }
         if let Some(key) = &provider.api_key {
             let (name, expected) = wire::auth_header(kind, key);
             if self.request.headers.get(name) != Some(&expected) {
-                return self.json_error(401, "Unauthorized", "invalid api key", &[]).await;
+                return self.json_response(401, "Unauthorized", "invalid api key", &[]).await;
             }
         }
         let retry_after = provider.retry_after_secs.to_string();
         match fault {
             Some(Fault::Refuse) => Ok(Next::Close),
             Some(Fault::Http5xx) => {
-                self.json_error(503, "Service Unavailable", "mock5xx the service is overloaded", &[]).await
+                self.json_response(503, "Service Unavailable", "mock5xx the service is overloaded", &[]).await
             }
             Some(Fault::Http429) => {
-                self.json_error(
+                self.json_response(
                     429,
                     "Too Many Requests",
                     "mock429 rate limit reached",
@@ -111,18 +111,19 @@ impl Exchange<'_, '_> {
                 )
                 .await
             }
+            Some(Fault::NotSse) => self.json_response(200, "OK", "mockjson a whole answer, not a stream", &[]).await,
             Some(Fault::BadRequest) => {
-                self.json_error(400, "Bad Request", "mockbad temperature must be at most 2", &[]).await
+                self.json_response(400, "Bad Request", "mockbad temperature must be at most 2", &[]).await
             }
             Some(Fault::ContextLength) => {
-                self.json_error(400, "Bad Request", wire::context_length_message(kind), &[]).await
+                self.json_response(400, "Bad Request", wire::context_length_message(kind), &[]).await
             }
             Some(Fault::StallHeaders) => Ok(wait_peer_closed(reader).await),
             _ => self.stream(fault, reader).await,
         }
     }
 
-    async fn json_error(
+    async fn json_response(
         &mut self,
         status: u16,
         reason: &str,
