@@ -250,7 +250,13 @@ impl Checker<'_> {
             _ => return Err(self.error(&raw.base_url, key("base_url"), format!("{base_url:?} is not an http(s) URL"))),
         }
         let api_key = match &raw.api_key {
-            Some(value) => Some(Secret::new(self.expand(value, &key("api_key"))?)),
+            Some(value) => {
+                let secret = self.expand(value, &key("api_key"))?;
+                if reqwest::header::HeaderValue::from_str(&secret).is_err() {
+                    return Err(self.error(value, key("api_key"), "contains characters an HTTP header cannot carry"));
+                }
+                Some(Secret::new(secret))
+            }
             None => None,
         };
         Ok(Provider { name, kind, base_url, api_key })

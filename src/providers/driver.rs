@@ -6,13 +6,29 @@ use std::fmt::Display;
 use std::time::{Duration, SystemTime};
 
 use futures_util::{Stream, StreamExt, TryStreamExt};
-use reqwest::header::{CONTENT_TYPE, RETRY_AFTER};
+use reqwest::header::{ACCEPT, CONTENT_TYPE, RETRY_AFTER};
 
 use super::{Adapter, Decoder, EventStream, ProviderError, ProviderKind, Upstream, sse};
 use crate::event::ChatRequest;
 
 /// How much of an error body is read to explain a failure.
 const ERROR_BODY_LIMIT: usize = 64 * 1024;
+
+/// A streaming JSON POST with the adapter's headers: what every adapter's
+/// request has in common.
+pub(super) fn post_json(
+    http: &reqwest::Client,
+    url: String,
+    headers: &[(&'static str, &str)],
+    body: &impl serde::Serialize,
+) -> reqwest::RequestBuilder {
+    headers
+        .iter()
+        .fold(http.post(url).header(ACCEPT, "text/event-stream"), |builder, (name, value)| {
+            builder.header(*name, *value)
+        })
+        .json(body)
+}
 
 /// Sends `req` to `upstream` and returns its answer as events. Errors before the
 /// stream starts (status, content type, connection) come back here; errors in

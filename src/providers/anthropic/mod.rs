@@ -6,7 +6,7 @@ mod decode;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::{Adapter, Decoder, Upstream};
+use super::{Adapter, Decoder, Upstream, driver};
 use crate::event::{ChatRequest, Role};
 
 /// The API version baton's wire format follows.
@@ -21,15 +21,9 @@ pub struct Anthropic;
 impl Adapter for Anthropic {
     fn request(&self, http: &reqwest::Client, upstream: Upstream<'_>, req: &ChatRequest) -> reqwest::RequestBuilder {
         let url = format!("{}/v1/messages", upstream.base_url.trim_end_matches('/'));
-        let builder = http
-            .post(url)
-            .header("anthropic-version", API_VERSION)
-            .header("accept", "text/event-stream")
-            .json(&body(upstream.model, req));
-        match upstream.api_key {
-            Some(key) => builder.header("x-api-key", key),
-            None => builder,
-        }
+        let mut headers = vec![("anthropic-version", API_VERSION)];
+        headers.extend(upstream.api_key.map(|key| ("x-api-key", key)));
+        driver::post_json(http, url, &headers, &body(upstream.model, req))
     }
 
     fn decoder(&self) -> Box<dyn Decoder> {

@@ -6,7 +6,7 @@ mod decode;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::{Adapter, Decoder, Upstream};
+use super::{Adapter, Decoder, Upstream, driver};
 use crate::event::{ChatRequest, Role};
 
 /// The Gemini adapter.
@@ -19,11 +19,8 @@ impl Adapter for Gemini {
             upstream.base_url.trim_end_matches('/'),
             upstream.model
         );
-        let builder = http.post(url).header("accept", "text/event-stream").json(&body(req));
-        match upstream.api_key {
-            Some(key) => builder.header("x-goog-api-key", key),
-            None => builder,
-        }
+        let headers: Vec<_> = upstream.api_key.map(|key| ("x-goog-api-key", key)).into_iter().collect();
+        driver::post_json(http, url, &headers, &body(req))
     }
 
     fn decoder(&self) -> Box<dyn Decoder> {

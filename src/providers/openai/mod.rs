@@ -6,7 +6,7 @@ mod decode;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::{Adapter, Decoder, Upstream};
+use super::{Adapter, Decoder, Upstream, driver};
 use crate::event::{ChatRequest, Role};
 
 /// The OpenAI adapter.
@@ -15,11 +15,9 @@ pub struct OpenAi;
 impl Adapter for OpenAi {
     fn request(&self, http: &reqwest::Client, upstream: Upstream<'_>, req: &ChatRequest) -> reqwest::RequestBuilder {
         let url = format!("{}/chat/completions", upstream.base_url.trim_end_matches('/'));
-        let builder = http.post(url).header("accept", "text/event-stream").json(&body(upstream.model, req));
-        match upstream.api_key {
-            Some(key) => builder.bearer_auth(key),
-            None => builder,
-        }
+        let bearer = upstream.api_key.map(|key| format!("Bearer {key}"));
+        let headers: Vec<_> = bearer.iter().map(|value| ("authorization", value.as_str())).collect();
+        driver::post_json(http, url, &headers, &body(upstream.model, req))
     }
 
     fn decoder(&self) -> Box<dyn Decoder> {
