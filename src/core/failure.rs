@@ -119,11 +119,11 @@ impl ProxyError {
 
     /// A short, bounded label for metrics and the error `code`.
     pub fn kind(&self) -> &'static str {
-        match self.status() {
-            429 => "all_rate_limited",
-            504 => "all_timed_out",
-            _ if matches!(self, ProxyError::Rejected { .. }) => "upstream_rejected",
-            _ => "all_failed",
+        match (self, self.status()) {
+            (ProxyError::Rejected { .. }, _) => "upstream_rejected",
+            (ProxyError::AllFailed(_), 429) => "all_rate_limited",
+            (ProxyError::AllFailed(_), 504) => "all_timed_out",
+            (ProxyError::AllFailed(_), _) => "all_failed",
         }
     }
 }
