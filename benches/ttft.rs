@@ -58,7 +58,8 @@ async fn start_servers() -> (MockHandle, String, String) {
     let config = config::parse(&text, "bench.toml", &|_| None).expect("config");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
-    let state = AppState { config: Arc::new(config), engine: Engine::new().expect("engine") };
+    let engine = Engine::new(&config).expect("engine");
+    let state = AppState { config: Arc::new(config), engine };
     tokio::spawn(baton::serve(listener, state));
     (mock, format!("{base_url}/chat/completions"), format!("http://{addr}/v1/chat/completions"))
 }

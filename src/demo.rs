@@ -2,12 +2,10 @@
 //! flaky primary and a healthy secondary, so failover can be watched with no keys.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
-use baton::config::{Config, DEFAULT_MAX_BODY_BYTES, Provider, Route, Target};
+use baton::config;
 use baton::mock::{Fault, MockProvider, Schedule};
-use baton::providers::ProviderKind;
 
 use crate::AnyError;
 
@@ -28,40 +26,47 @@ pub(crate) async fn run(listen: SocketAddr) -> Result<(), AnyError> {
         .tokens(24)
         .first_token_after(Duration::from_millis(150))
         .gap(Duration::from_millis(40))
+        .retry_after_secs(0)
         .faults(&FLAKY)
         .schedule(Schedule::Random { probability: 0.5, seed: 7 })
         .spawn()
         .await?;
-    let healthy = MockProvider::openai()
+    let steady = MockProvider::openai()
         .marker("steady")
         .tokens(24)
         .first_token_after(Duration::from_millis(200))
         .gap(Duration::from_millis(40))
         .spawn()
         .await?;
-    let provider = |name: &str, kind, base_url: String| {
-        Arc::new(Provider { name: name.to_owned(), kind, base_url, api_key: None })
-    };
-    let primary = provider("flaky-anthropic", ProviderKind::Anthropic, flaky.base_url());
-    let secondary = provider("steady-openai", ProviderKind::OpenAi, healthy.base_url());
-    let target = |provider: &Arc<Provider>, model: &str| Target {
-        provider: Arc::clone(provider),
-        model: model.to_owned(),
-        context_window: None,
-    };
     let listener = crate::bind(listen).await?;
     let listen = listener.local_addr()?;
-    let config = Config {
-        listen,
-        max_body_bytes: DEFAULT_MAX_BODY_BYTES,
-        providers: vec![Arc::clone(&primary), Arc::clone(&secondary)],
-        routes: vec![Route {
-            model: "chat".to_owned(),
-            first_token_timeout: Duration::from_millis(800),
-            idle_timeout: Duration::from_secs(5),
-            targets: vec![target(&primary, "claude-sim"), target(&secondary, "gpt-sim")],
-        }],
-    };
+    let text = format!(
+        r#"listen = "{listen}"
+
+[[providers]]
+name = "flaky-anthropic"
+kind = "anthropic"
+base_url = "{flaky}"
+breaker = {{ failure_threshold = 1000, failure_rate = 1.0 }}
+
+[[providers]]
+name = "steady-openai"
+kind = "openai"
+base_url = "{steady}"
+
+[[routes]]
+model = "chat"
+first_token_timeout_ms = 800
+idle_timeout_ms = 5000
+targets = [
+  {{ provider = "flaky-anthropic", model = "claude-sim" }},
+  {{ provider = "steady-openai", model = "gpt-sim" }},
+]
+"#,
+        flaky = flaky.base_url(),
+        steady = steady.base_url(),
+    );
+    let config = config::parse(&text, "demo", &|_| None)?;
     println!("baton demo: a flaky simulated Anthropic (fails about half its requests) and a steady simulated OpenAI,");
     println!(
         "behind baton on http://{listen}. Route \"chat\" tries the flaky one first, with an 800 ms first-token deadline."

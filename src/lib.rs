@@ -7,6 +7,7 @@ pub mod event;
 pub mod http;
 pub mod mock;
 pub mod providers;
+pub mod resilience;
 
 pub use http::{AppState, app};
 

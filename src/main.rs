@@ -146,7 +146,8 @@ pub(crate) async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, An
 /// Serves the proxy on a bound listener until the process ends.
 pub(crate) async fn serve_on(listener: tokio::net::TcpListener, config: Config) -> Result<(), AnyError> {
     tracing::info!(listen = %listener.local_addr()?, routes = config.routes.len(), "baton is serving");
-    let state = AppState { config: Arc::new(config), engine: Engine::new()? };
+    let engine = Engine::new(&config)?;
+    let state = AppState { config: Arc::new(config), engine };
     baton::serve(listener, state).await?;
     Ok(())
 }
@@ -179,21 +180,18 @@ fn check(path: &std::path::Path) -> Result<(), AnyError> {
     let config = config::load(path)?;
     println!("{}: ok, listening on {}", path.display(), config.listen);
     for route in &config.routes {
-        println!(
-            "route {:?} (first token {} ms, idle {} ms)",
-            route.model,
-            route.first_token_timeout.as_millis(),
-            route.idle_timeout.as_millis()
-        );
+        println!("route {:?} (idle {} ms)", route.model, route.idle_timeout.as_millis());
         for (i, target) in route.targets.iter().enumerate() {
             let provider = &target.provider;
             println!(
-                "  {}. {} ({}, {}) model {}",
+                "  {}. {} ({}, {}) model {}, first token {} ms, {} retries",
                 i + 1,
                 provider.name,
                 provider.kind,
                 provider.base_url,
-                target.model
+                target.model,
+                target.first_token_timeout.as_millis(),
+                target.retries
             );
         }
     }

@@ -60,7 +60,7 @@ fn the_design_example_loads_with_variables_resolved() {
     assert_eq!(config.providers[0].kind, ProviderKind::Gemini);
     assert_eq!(config.providers[1].api_key.as_ref().map(|k| k.expose()), Some("oai-secret"));
     let route = config.route("chat").expect("route");
-    assert_eq!(route.first_token_timeout, Duration::from_millis(1200));
+    assert!(route.targets.iter().all(|t| t.first_token_timeout == Duration::from_millis(1200)), "the route deadline applies to every target");
     assert_eq!(route.idle_timeout, Duration::from_secs(10));
     let targets: Vec<(&str, &str)> =
         route.targets.iter().map(|t| (t.provider.name.as_str(), t.model.as_str())).collect();
@@ -167,7 +167,7 @@ fn defaults_fill_what_is_left_out() {
     let config = parse(text, "baton.toml", &env).expect("valid");
     assert_eq!(config.listen.to_string(), "127.0.0.1:8080");
     assert_eq!(config.max_body_bytes, 8 * 1024 * 1024);
-    assert_eq!(config.routes[0].first_token_timeout, Duration::from_secs(10));
+    assert_eq!(config.routes[0].targets[0].first_token_timeout, Duration::from_secs(10));
     assert_eq!(config.routes[0].idle_timeout, Duration::from_secs(30));
     assert!(config.providers[0].api_key.is_none());
 }

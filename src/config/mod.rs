@@ -4,20 +4,22 @@
 
 mod raw;
 mod secret;
+mod validate;
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use thiserror::Error;
-use toml::Spanned;
 
 pub use secret::Secret;
 
+pub use crate::resilience::BreakerSettings;
+
 use crate::providers::ProviderKind;
-use raw::{RawConfig, RawProvider, RawRoute};
+use raw::RawConfig;
+use validate::Checker;
 
 /// Where the proxy listens when the config does not say.
 pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 8080);
@@ -27,6 +29,10 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
 pub const DEFAULT_FIRST_TOKEN_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a committed stream may go without an event when the route does not say.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+/// The base of the retry backoff when the route does not say.
+pub const DEFAULT_RETRY_BACKOFF: Duration = Duration::from_millis(100);
+/// The longest `Retry-After` waited for when the route does not say.
+pub const DEFAULT_MAX_RETRY_WAIT: Duration = Duration::from_secs(2);
 
 /// Everything `baton serve` needs.
 #[derive(Debug, Clone)]
@@ -52,6 +58,8 @@ pub struct Provider {
     pub base_url: String,
     /// The gateway's credential, if the provider needs one.
     pub api_key: Option<Secret>,
+    /// When the provider's circuit breaker opens.
+    pub breaker: BreakerSettings,
 }
 
 /// A model name clients ask for, and the ordered targets that can answer it.
@@ -59,12 +67,41 @@ pub struct Provider {
 pub struct Route {
     /// The `model` a client sends.
     pub model: String,
-    /// Per attempt, from its start to its first token.
-    pub first_token_timeout: Duration,
     /// After commit, the longest allowed gap between events.
     pub idle_timeout: Duration,
+    /// Bounds the whole request: every attempt, retry and wait.
+    pub request_timeout: Option<Duration>,
+    /// When to start the next candidate alongside a slow one.
+    pub hedge: Option<Hedge>,
+    /// How much of an attempt is held back before it commits.
+    pub commit: CommitWindow,
+    /// The base of the exponential backoff between retries of one target.
+    pub retry_backoff: Duration,
+    /// The longest `Retry-After` worth waiting for; a longer one fails over.
+    pub max_retry_wait: Duration,
     /// Candidates, in the order they are tried.
     pub targets: Vec<Target>,
+}
+
+/// When a hedge starts: the next candidate runs in parallel once the current
+/// attempt has gone this long without committing.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Hedge {
+    /// A fixed delay.
+    After(Duration),
+    /// The primary's recent p95 time to first token, within a floor and a ceiling.
+    Auto,
+}
+
+/// An attempt commits once it has produced `tokens` content events and
+/// `after` has passed since its first one, or its answer has ended: until
+/// then a failure still fails over invisibly, at the price of a later first byte.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CommitWindow {
+    /// Content events to hold back before commit (at least 1).
+    pub tokens: u32,
+    /// Time after the first token to hold back before commit.
+    pub after: Duration,
 }
 
 /// One candidate of a route: a provider and the model to ask it for.
@@ -77,6 +114,10 @@ pub struct Target {
     /// The model's context window in tokens, when declared: a context-length
     /// error moves on only to a candidate with a larger one.
     pub context_window: Option<u64>,
+    /// From the attempt's start to its first token (the route's unless set here).
+    pub first_token_timeout: Duration,
+    /// How often a 429, 5xx or connection failure is retried here before moving on.
+    pub retries: u32,
 }
 
 impl Config {
@@ -144,164 +185,4 @@ fn key_of(text: &str, span: Option<std::ops::Range<usize>>) -> String {
     let line_start = text[..span.start.min(text.len())].rfind('\n').map_or(0, |i| i + 1);
     let line = text[line_start..].lines().next().unwrap_or_default();
     line.split('=').next().unwrap_or_default().trim().to_owned()
-}
-
-struct Checker<'a> {
-    text: &'a str,
-    label: &'a str,
-    env: &'a dyn Fn(&str) -> Option<String>,
-}
-
-impl Checker<'_> {
-    fn line(&self, offset: usize) -> usize {
-        self.text.get(..offset).map_or(1, |before| before.matches('\n').count() + 1)
-    }
-
-    fn error<T>(&self, at: &Spanned<T>, key: String, message: impl Into<String>) -> ConfigError {
-        ConfigError::Invalid {
-            path: self.label.to_owned(),
-            line: self.line(at.span().start),
-            key,
-            message: message.into(),
-        }
-    }
-
-    /// Replaces every `${VAR}` with the variable's value.
-    fn expand(&self, value: &Spanned<String>, key: &str) -> Result<String, ConfigError> {
-        let mut out = String::new();
-        let mut rest = value.get_ref().as_str();
-        while let Some(start) = rest.find("${") {
-            out.push_str(&rest[..start]);
-            let after = &rest[start + 2..];
-            let end = after.find('}').ok_or_else(|| self.error(value, key.to_owned(), "unclosed `${` in value"))?;
-            let name = &after[..end];
-            let resolved = (self.env)(name)
-                .ok_or_else(|| self.error(value, key.to_owned(), format!("environment variable {name} is not set")))?;
-            out.push_str(&resolved);
-            rest = &after[end + 1..];
-        }
-        out.push_str(rest);
-        Ok(out)
-    }
-
-    fn config(&self, raw: RawConfig) -> Result<Config, ConfigError> {
-        let listen = match &raw.listen {
-            Some(value) => {
-                let text = self.expand(value, "listen")?;
-                text.parse().map_err(|_| {
-                    self.error(value, "listen".into(), format!("{text:?} is not an address like 127.0.0.1:8080"))
-                })?
-            }
-            None => DEFAULT_LISTEN,
-        };
-        let max_body_bytes = match &raw.max_body_bytes {
-            Some(value) => usize::try_from(*value.get_ref())
-                .ok()
-                .filter(|bytes| *bytes > 0)
-                .ok_or_else(|| self.error(value, "max_body_bytes".into(), "must be a positive size in bytes"))?,
-            None => DEFAULT_MAX_BODY_BYTES,
-        };
-        let mut providers: Vec<Arc<Provider>> = Vec::new();
-        for (i, raw_provider) in raw.providers.iter().enumerate() {
-            let provider = self.provider(raw_provider.get_ref(), i)?;
-            if providers.iter().any(|p| p.name == provider.name) {
-                let name = &raw_provider.get_ref().name;
-                return Err(self.error(
-                    name,
-                    format!("providers[{i}].name"),
-                    format!("duplicate provider name {:?}", provider.name),
-                ));
-            }
-            providers.push(Arc::new(provider));
-        }
-        let by_name: HashMap<&str, &Arc<Provider>> = providers.iter().map(|p| (p.name.as_str(), p)).collect();
-        let mut routes: Vec<Route> = Vec::new();
-        for (i, raw_route) in raw.routes.iter().enumerate() {
-            let route = self.route(raw_route.get_ref(), i, &by_name)?;
-            if routes.iter().any(|r| r.model == route.model) {
-                let model = &raw_route.get_ref().model;
-                return Err(self.error(
-                    model,
-                    format!("routes[{i}].model"),
-                    format!("duplicate route {:?}", route.model),
-                ));
-            }
-            routes.push(route);
-        }
-        Ok(Config { listen, max_body_bytes, providers, routes })
-    }
-
-    fn provider(&self, raw: &RawProvider, i: usize) -> Result<Provider, ConfigError> {
-        let key = |field: &str| format!("providers[{i}].{field}");
-        let name = raw.name.get_ref().trim().to_owned();
-        if name.is_empty() {
-            return Err(self.error(&raw.name, key("name"), "must not be empty"));
-        }
-        let kind = ProviderKind::from_name(raw.kind.get_ref()).ok_or_else(|| {
-            self.error(
-                &raw.kind,
-                key("kind"),
-                format!("unknown kind {:?}; expected openai, anthropic or gemini", raw.kind.get_ref()),
-            )
-        })?;
-        let base_url = self.expand(&raw.base_url, &key("base_url"))?;
-        match reqwest::Url::parse(&base_url) {
-            Ok(url) if matches!(url.scheme(), "http" | "https") => {}
-            _ => return Err(self.error(&raw.base_url, key("base_url"), format!("{base_url:?} is not an http(s) URL"))),
-        }
-        let api_key = match &raw.api_key {
-            Some(value) => {
-                let secret = self.expand(value, &key("api_key"))?;
-                if reqwest::header::HeaderValue::from_str(&secret).is_err() {
-                    return Err(self.error(value, key("api_key"), "contains characters an HTTP header cannot carry"));
-                }
-                Some(Secret::new(secret))
-            }
-            None => None,
-        };
-        Ok(Provider { name, kind, base_url, api_key })
-    }
-
-    fn route(&self, raw: &RawRoute, i: usize, providers: &HashMap<&str, &Arc<Provider>>) -> Result<Route, ConfigError> {
-        let key = |field: &str| format!("routes[{i}].{field}");
-        let model = raw.model.get_ref().trim().to_owned();
-        if model.is_empty() {
-            return Err(self.error(&raw.model, key("model"), "must not be empty"));
-        }
-        let first_token_timeout = self.millis(
-            raw.first_token_timeout_ms.as_ref(),
-            &key("first_token_timeout_ms"),
-            DEFAULT_FIRST_TOKEN_TIMEOUT,
-        )?;
-        let idle_timeout = self.millis(raw.idle_timeout_ms.as_ref(), &key("idle_timeout_ms"), DEFAULT_IDLE_TIMEOUT)?;
-        if raw.targets.get_ref().is_empty() {
-            return Err(self.error(&raw.targets, key("targets"), "a route needs at least one target"));
-        }
-        let mut targets = Vec::new();
-        for (j, target) in raw.targets.get_ref().iter().enumerate() {
-            let target = target.get_ref();
-            let name = target.provider.get_ref();
-            let provider = providers.get(name.as_str()).ok_or_else(|| {
-                self.error(
-                    &target.provider,
-                    key(&format!("targets[{j}].provider")),
-                    format!("no provider is named {name:?}"),
-                )
-            })?;
-            targets.push(Target {
-                provider: Arc::clone(provider),
-                model: target.model.get_ref().clone(),
-                context_window: target.context_window.as_ref().map(|w| *w.get_ref()),
-            });
-        }
-        Ok(Route { model, first_token_timeout, idle_timeout, targets })
-    }
-
-    fn millis(&self, value: Option<&Spanned<u64>>, key: &str, default: Duration) -> Result<Duration, ConfigError> {
-        match value {
-            Some(ms) if *ms.get_ref() == 0 => Err(self.error(ms, key.to_owned(), "must be at least 1 ms")),
-            Some(ms) => Ok(Duration::from_millis(*ms.get_ref())),
-            None => Ok(default),
-        }
-    }
 }

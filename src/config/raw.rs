@@ -22,6 +22,16 @@ pub(super) struct RawProvider {
     pub kind: Spanned<String>,
     pub base_url: Spanned<String>,
     pub api_key: Option<Spanned<String>>,
+    pub breaker: Option<Spanned<RawBreaker>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawBreaker {
+    pub failure_threshold: Option<Spanned<u32>>,
+    pub failure_rate: Option<Spanned<f64>>,
+    pub window: Option<Spanned<u32>>,
+    pub cooldown_ms: Option<Spanned<u64>>,
 }
 
 #[derive(Deserialize)]
@@ -30,7 +40,20 @@ pub(super) struct RawRoute {
     pub model: Spanned<String>,
     pub first_token_timeout_ms: Option<Spanned<u64>>,
     pub idle_timeout_ms: Option<Spanned<u64>>,
+    pub request_timeout_ms: Option<Spanned<u64>>,
+    pub hedge_after_ms: Option<Spanned<RawHedge>>,
+    pub commit_after_tokens: Option<Spanned<u32>>,
+    pub commit_after_ms: Option<Spanned<u64>>,
+    pub retry_backoff_ms: Option<Spanned<u64>>,
+    pub max_retry_wait_ms: Option<Spanned<u64>>,
     pub targets: Spanned<Vec<Spanned<RawTarget>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub(super) enum RawHedge {
+    Millis(u64),
+    Word(String),
 }
 
 #[derive(Deserialize)]
@@ -39,4 +62,6 @@ pub(super) struct RawTarget {
     pub provider: Spanned<String>,
     pub model: Spanned<String>,
     pub context_window: Option<Spanned<u64>>,
+    pub first_token_timeout_ms: Option<Spanned<u64>>,
+    pub retries: Option<Spanned<u32>>,
 }

@@ -7,21 +7,34 @@ use thiserror::Error;
 
 use crate::providers::ProviderError;
 
-/// One attempt's failure: the provider's own error, or a deadline the core enforced.
+/// One attempt's failure: the provider's own error, a deadline the core
+/// enforced, or a candidate skipped without being tried.
 #[derive(Debug, Error)]
 pub enum Failure {
     /// The provider failed.
     #[error(transparent)]
     Provider(#[from] ProviderError),
-    /// No first token within the route's first-token deadline.
+    /// No first token within the target's first-token deadline.
     #[error("no first token within {0} ms")]
     FirstTokenTimeout(u128),
-    /// A committed stream went silent for longer than the idle timeout.
+    /// A stream went silent for longer than the idle timeout.
     #[error("no event for {0} ms")]
     IdleTimeout(u128),
     /// The stream ended before any content, yet with its end marker.
     #[error("the stream ended without any content")]
     Empty,
+    /// The request's own time ran out before any candidate committed.
+    #[error("the request timeout of {0} ms ran out")]
+    RequestTimeout(u128),
+    /// Skipped: the provider's circuit breaker is open.
+    #[error("skipped: the circuit breaker is open")]
+    BreakerOpen,
+    /// Skipped: the provider asked for no requests until this much later.
+    #[error("skipped: rate limited for {} ms more", .0.as_millis())]
+    CoolingDown(Duration),
+    /// A synthetic failure injected by an operator's drill.
+    #[error("drill: {0}")]
+    Drill(&'static str),
 }
 
 impl Failure {
@@ -32,6 +45,10 @@ impl Failure {
             Failure::FirstTokenTimeout(_) => "first_token_timeout",
             Failure::IdleTimeout(_) => "idle_timeout",
             Failure::Empty => "empty",
+            Failure::RequestTimeout(_) => "request_timeout",
+            Failure::BreakerOpen => "breaker_open",
+            Failure::CoolingDown(_) => "cooling_down",
+            Failure::Drill(class) => class,
         }
     }
 
@@ -39,19 +56,54 @@ impl Failure {
     pub fn is_failover(&self) -> bool {
         match self {
             Failure::Provider(err) => err.is_failover(),
-            Failure::FirstTokenTimeout(_) | Failure::IdleTimeout(_) | Failure::Empty => true,
+            _ => true,
         }
+    }
+
+    /// Whether the same target may be tried again: a refused or reset
+    /// connection, a 5xx or a 429, all before any byte of an answer. Never a
+    /// timeout (the provider is slow, waiting again won't help) and never a
+    /// request the provider rejected.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            Failure::Provider(
+                ProviderError::Connect(_) | ProviderError::Server { .. } | ProviderError::RateLimited { .. }
+            )
+        )
+    }
+
+    /// Whether this says the provider is unwell, for its circuit breaker. A
+    /// rate limit is the provider working as designed (its cooldown handles
+    /// it), a rejected request is the client's, and a skip tried nothing.
+    pub fn counts_against_provider(&self) -> bool {
+        match self {
+            Failure::Provider(ProviderError::RateLimited { .. } | ProviderError::BadRequest { .. }) => false,
+            Failure::Provider(_) | Failure::FirstTokenTimeout(_) | Failure::IdleTimeout(_) | Failure::Empty => true,
+            Failure::RequestTimeout(_) | Failure::BreakerOpen | Failure::CoolingDown(_) | Failure::Drill(_) => false,
+        }
+    }
+
+    /// Whether the candidate was passed over without a request.
+    pub fn is_skip(&self) -> bool {
+        matches!(self, Failure::BreakerOpen | Failure::CoolingDown(_))
+    }
+
+    /// How long a provider asked to be left alone, when it did.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Failure::Provider(ProviderError::RateLimited { retry_after, .. }) => *retry_after,
+            Failure::CoolingDown(wait) => Some(*wait),
+            _ => None,
+        }
+    }
+
+    fn is_rate_limit(&self) -> bool {
+        matches!(self, Failure::Provider(ProviderError::RateLimited { .. }) | Failure::CoolingDown(_))
     }
 
     fn is_timeout(&self) -> bool {
-        matches!(self, Failure::FirstTokenTimeout(_) | Failure::IdleTimeout(_))
-    }
-
-    fn retry_after(&self) -> Option<Option<Duration>> {
-        match self {
-            Failure::Provider(ProviderError::RateLimited { retry_after, .. }) => Some(*retry_after),
-            _ => None,
-        }
+        matches!(self, Failure::FirstTokenTimeout(_) | Failure::IdleTimeout(_) | Failure::RequestTimeout(_))
     }
 }
 
@@ -72,7 +124,7 @@ pub struct AttemptRecord {
 #[derive(Debug, Error)]
 pub enum ProxyError {
     /// Every candidate failed before commit.
-    #[error("all {} attempts failed: {}", .0.len(), describe(.0))]
+    #[error("all {} candidates failed: {}", .0.len(), describe(.0))]
     AllFailed(Vec<AttemptRecord>),
     /// A provider said the request itself is wrong; it is passed back as is.
     #[error("{provider}: {message}")]
@@ -97,14 +149,24 @@ impl ProxyError {
     }
 
     /// The HTTP status that fits: 429 when every candidate was rate-limited,
-    /// 504 when every one timed out, 502 for any other mix.
+    /// 503 when every breaker was open, 504 when every one timed out, 502 for
+    /// any other mix.
     pub fn status(&self) -> u16 {
-        match self {
-            ProxyError::Rejected { status, .. } => *status,
-            ProxyError::AllFailed(attempts) if attempts.is_empty() => 502,
-            ProxyError::AllFailed(attempts) if attempts.iter().all(|a| a.failure.retry_after().is_some()) => 429,
-            ProxyError::AllFailed(attempts) if attempts.iter().all(|a| a.failure.is_timeout()) => 504,
-            ProxyError::AllFailed(_) => 502,
+        let ProxyError::AllFailed(attempts) = self else {
+            return match self {
+                ProxyError::Rejected { status, .. } => *status,
+                ProxyError::AllFailed(_) => 502,
+            };
+        };
+        let all = |test: fn(&Failure) -> bool| !attempts.is_empty() && attempts.iter().all(|a| test(&a.failure));
+        if all(Failure::is_rate_limit) {
+            429
+        } else if all(|f| matches!(f, Failure::BreakerOpen)) {
+            503
+        } else if all(Failure::is_timeout) {
+            504
+        } else {
+            502
         }
     }
 
@@ -112,9 +174,10 @@ impl ProxyError {
     /// (one second when none said), for the client's `Retry-After`.
     pub fn retry_after(&self) -> Option<Duration> {
         let ProxyError::AllFailed(attempts) = self else { return None };
-        let waits: Option<Vec<Option<Duration>>> = attempts.iter().map(|a| a.failure.retry_after()).collect();
-        let waits = waits.filter(|w| !w.is_empty())?;
-        Some(waits.into_iter().flatten().min().unwrap_or(Duration::from_secs(1)))
+        if self.status() != 429 {
+            return None;
+        }
+        Some(attempts.iter().filter_map(|a| a.failure.retry_after()).min().unwrap_or(Duration::from_secs(1)))
     }
 
     /// A short, bounded label for metrics and the error `code`.
@@ -122,6 +185,7 @@ impl ProxyError {
         match (self, self.status()) {
             (ProxyError::Rejected { .. }, _) => "upstream_rejected",
             (ProxyError::AllFailed(_), 429) => "all_rate_limited",
+            (ProxyError::AllFailed(_), 503) => "all_breakers_open",
             (ProxyError::AllFailed(_), 504) => "all_timed_out",
             (ProxyError::AllFailed(_), _) => "all_failed",
         }

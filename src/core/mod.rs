@@ -1,28 +1,39 @@
-//! The attempt loop: try a route's targets in order, commit to the first that
-//! produces a token before its deadline, and keep every failure for the error.
-//! Nothing here knows HTTP on the client side or any provider's wire format.
+//! The attempt loop: try a route's targets in order (hedging a slow one with
+//! the next when the route asks), commit to the first that reaches its commit
+//! point, and keep every failure for the error. Nothing here knows HTTP on the
+//! client side or any provider's wire format.
 
+mod attempt;
 mod failure;
 mod relay;
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use tokio::time::{Instant, timeout_at};
+use futures_util::stream::FuturesUnordered;
+use tokio::time::{Instant, sleep_until};
 
 pub use failure::{AttemptRecord, Failure, ProxyError};
 pub use relay::CommittedStream;
 
-use crate::config::{Provider, Route, Target};
+use crate::config::{Config, Hedge, Provider, Route};
 use crate::event::{ChatRequest, Event};
-use crate::providers::{EventStream, ProviderError, Upstream, driver};
+use crate::providers::ProviderError;
+use crate::resilience::Health;
+use attempt::TargetRun;
 
-/// Sends requests upstream through one shared connection pool.
+/// The shortest automatic hedge delay, so a fast primary is not hedged on noise.
+const HEDGE_AUTO_FLOOR: Duration = Duration::from_millis(50);
+
+/// Sends requests upstream through one shared connection pool, and keeps
+/// each provider's health across requests.
 #[derive(Clone)]
 pub struct Engine {
     http: reqwest::Client,
+    health: Arc<Health>,
 }
 
 /// Which provider answered, and after how many attempts.
@@ -32,7 +43,7 @@ pub struct Winner {
     pub provider: Arc<Provider>,
     /// The upstream model that answered.
     pub model: String,
-    /// Attempts made, the winner included.
+    /// Requests sent, the winner's included (skipped candidates are not counted).
     pub attempts: u32,
 }
 
@@ -53,15 +64,22 @@ pub struct Completed {
 }
 
 impl Engine {
-    /// An engine with its own connection pool. Deadlines are the core's, so the
-    /// client has no timeouts of its own and never follows redirects.
-    pub fn new() -> Result<Self, reqwest::Error> {
+    /// An engine for `config`'s providers with its own connection pool.
+    /// Deadlines are the core's, so the client has no timeouts of its own
+    /// and never follows redirects.
+    pub fn new(config: &Config) -> Result<Self, reqwest::Error> {
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .tcp_nodelay(true)
             .pool_idle_timeout(Duration::from_secs(60))
             .build()?;
-        Ok(Engine { http })
+        let health = Health::new(config.providers.iter().map(|p| (p.name.as_str(), p.breaker)));
+        Ok(Engine { http, health: Arc::new(health) })
+    }
+
+    /// Every provider's breaker, cooldown and latency state.
+    pub fn health(&self) -> &Health {
+        &self.health
     }
 
     /// Streams `req` from the first target of `route` that commits.
@@ -77,47 +95,80 @@ impl Engine {
         Ok(Completed { winner, events })
     }
 
-    /// Tries the targets in order until one commits and `finish` accepts its
-    /// stream; every failure before that is recorded and moves on, except a
-    /// request the provider rejected as the client's mistake.
+    /// Gives the targets their turns until one commits and `finish` accepts
+    /// its stream. A turn starts when the previous one failed, or — with a
+    /// hedge — when it has gone too long without committing; the first to
+    /// commit wins and the others are dropped, closing their connections.
     async fn run<T, F, Fut>(&self, route: &Route, req: &ChatRequest, finish: F) -> Result<(Winner, T), ProxyError>
     where
         F: Fn(CommittedStream) -> Fut,
         Fut: Future<Output = Result<T, Failure>>,
     {
+        let request_deadline = route.request_timeout.map(|timeout| Instant::now() + timeout);
         let mut failed: Vec<AttemptRecord> = Vec::new();
+        let mut next_target = 0;
         let mut needs_window_above: Option<u64> = None;
-        for target in &route.targets {
-            if needs_window_above.is_some_and(|floor| target.context_window.is_none_or(|w| w <= floor)) {
-                continue;
+        let mut turns: FuturesUnordered<Pin<Box<dyn Future<Output = TargetRun> + Send + '_>>> = FuturesUnordered::new();
+        let mut last_start = Instant::now();
+        loop {
+            let idle = turns.is_empty();
+            let hedge_due = !idle && self.hedge_delay(route).is_some_and(|delay| last_start + delay <= Instant::now());
+            if idle || hedge_due {
+                while let Some(target) = route.targets.get(next_target) {
+                    next_target += 1;
+                    if needs_window_above.is_none_or(|floor| target.context_window.is_some_and(|w| w > floor)) {
+                        turns.push(Box::pin(self.run_target(route, next_target - 1, req)));
+                        last_start = Instant::now();
+                        break;
+                    }
+                }
             }
-            let attempt = u32::try_from(failed.len() + 1).unwrap_or(u32::MAX);
-            let started = Instant::now();
-            let outcome = match self.attempt(target, req, started, route.first_token_timeout).await {
-                Ok((held, rest)) => finish(relay::committed(held, rest, route.idle_timeout)).await,
-                Err(failure) => Err(failure),
+            if turns.is_empty() {
+                break;
+            }
+            let hedge_at =
+                self.hedge_delay(route).filter(|_| next_target < route.targets.len()).map(|d| last_start + d);
+            let wake_at = [hedge_at, request_deadline].into_iter().flatten().min();
+            let run = tokio::select! {
+                Some(run) = turns.next() => run,
+                () = sleep_until(wake_at.unwrap_or_else(far_future)), if wake_at.is_some() => {
+                    if request_deadline.is_some_and(|deadline| deadline <= Instant::now()) {
+                        failed.push(request_timeout_record(route));
+                        break;
+                    }
+                    continue;
+                }
             };
-            let elapsed = started.elapsed();
-            let latency_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
-            let (provider, model) = (&target.provider.name, &target.model);
-            let failure = match outcome {
+            let target = &route.targets[run.index];
+            failed.extend(run.failures);
+            if let Some(last) = failed.last() {
+                if let Failure::Provider(ProviderError::BadRequest { context_length, .. }) = &last.failure {
+                    match target.context_window.filter(|_| *context_length) {
+                        Some(window) => needs_window_above = Some(window),
+                        None => {
+                            return Err(failed.pop().map(ProxyError::rejected).unwrap_or(ProxyError::AllFailed(failed)));
+                        }
+                    }
+                }
+            }
+            let Some(opened) = run.opened else { continue };
+            turns.clear();
+            let attempts =
+                u32::try_from(failed.iter().filter(|r| !r.failure.is_skip()).count() + 1).unwrap_or(u32::MAX);
+            let started = Instant::now();
+            match finish(relay::committed(opened.held, opened.rest, route.idle_timeout, opened.health)).await {
                 Ok(answer) => {
-                    tracing::info!(%provider, %model, attempt, outcome = "committed", latency_ms, "attempt");
                     let winner =
-                        Winner { provider: Arc::clone(&target.provider), model: model.clone(), attempts: attempt };
+                        Winner { provider: Arc::clone(&target.provider), model: target.model.clone(), attempts };
                     return Ok((winner, answer));
                 }
-                Err(failure) => failure,
-            };
-            tracing::info!(%provider, %model, attempt, outcome = "failed", failure_class = failure.kind(), latency_ms, error = %failure, "attempt");
-            let record = AttemptRecord { provider: provider.clone(), model: model.clone(), failure, elapsed };
-            if let Failure::Provider(ProviderError::BadRequest { context_length, .. }) = &record.failure {
-                match target.context_window.filter(|_| *context_length) {
-                    Some(window) => needs_window_above = Some(window),
-                    None => return Err(ProxyError::rejected(record)),
-                }
+                Err(failure) => failed.push(AttemptRecord {
+                    provider: target.provider.name.clone(),
+                    model: target.model.clone(),
+                    failure,
+                    elapsed: started.elapsed(),
+                }),
             }
-            failed.push(record);
         }
         // A context-length error that no later target had the window for goes back to the client.
         if let Some(last) = failed.pop_if(|record| !record.failure.is_failover()) {
@@ -126,37 +177,30 @@ impl Engine {
         Err(ProxyError::AllFailed(failed))
     }
 
-    /// Opens one attempt and reads up to its first token, all within
-    /// `first_token_timeout` of `started`: one absolute deadline covers connect,
-    /// headers and every event before the first token.
-    /// Returns the events read so far (the first token last) and the rest.
-    async fn attempt(
-        &self,
-        target: &Target,
-        req: &ChatRequest,
-        started: Instant,
-        first_token_timeout: Duration,
-    ) -> Result<(Vec<Event>, EventStream), Failure> {
-        let upstream = Upstream {
-            base_url: &target.provider.base_url,
-            api_key: target.provider.api_key.as_ref().map(|key| key.expose()),
-            model: &target.model,
-        };
-        let first_token = async {
-            let mut events = driver::open(&self.http, target.provider.kind, upstream, req).await?;
-            let mut held = Vec::new();
-            while let Some(event) = events.next().await {
-                let event = event?;
-                let is_content = event.is_content();
-                held.push(event);
-                if is_content {
-                    return Ok((held, events));
-                }
+    /// How long a turn may go uncommitted before the next candidate starts beside it.
+    fn hedge_delay(&self, route: &Route) -> Option<Duration> {
+        match route.hedge? {
+            Hedge::After(delay) => Some(delay),
+            Hedge::Auto => {
+                let primary = route.targets.first()?;
+                let ceiling = primary.first_token_timeout;
+                let p95 = self.health.provider(&primary.provider.name).ttft_p95().unwrap_or(ceiling);
+                Some(p95.clamp(HEDGE_AUTO_FLOOR.min(ceiling), ceiling))
             }
-            Err(Failure::Empty)
-        };
-        timeout_at(started + first_token_timeout, first_token)
-            .await
-            .map_err(|_| Failure::FirstTokenTimeout(first_token_timeout.as_millis()))?
+        }
     }
+}
+
+fn request_timeout_record(route: &Route) -> AttemptRecord {
+    let timeout = route.request_timeout.unwrap_or_default();
+    AttemptRecord {
+        provider: "baton".to_owned(),
+        model: route.model.clone(),
+        failure: Failure::RequestTimeout(timeout.as_millis()),
+        elapsed: timeout,
+    }
+}
+
+fn far_future() -> Instant {
+    Instant::now() + Duration::from_secs(86_400 * 365)
 }

@@ -42,7 +42,8 @@ impl Proxy {
         let config = config::parse(config_text, "test.toml", &|_| None).expect("test config is valid");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
         let addr = listener.local_addr().expect("proxy addr");
-        let state = AppState { config: Arc::new(config), engine: Engine::new().expect("engine") };
+        let engine = Engine::new(&config).expect("engine");
+        let state = AppState { config: Arc::new(config), engine };
         let task = tokio::spawn(async move {
             let _ = baton::serve(listener, state).await;
         });

@@ -1,0 +1,238 @@
+//! Raw config → validated config: every check, each error naming the line and key.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use toml::Spanned;
+
+use super::raw::{RawBreaker, RawConfig, RawHedge, RawProvider, RawRoute};
+use super::*;
+
+pub(super) struct Checker<'a> {
+    pub text: &'a str,
+    pub label: &'a str,
+    pub env: &'a dyn Fn(&str) -> Option<String>,
+}
+
+impl Checker<'_> {
+    pub fn line(&self, offset: usize) -> usize {
+        self.text.get(..offset).map_or(1, |before| before.matches('\n').count() + 1)
+    }
+
+    fn error<T>(&self, at: &Spanned<T>, key: String, message: impl Into<String>) -> ConfigError {
+        ConfigError::Invalid {
+            path: self.label.to_owned(),
+            line: self.line(at.span().start),
+            key,
+            message: message.into(),
+        }
+    }
+
+    /// Replaces every `${VAR}` with the variable's value.
+    fn expand(&self, value: &Spanned<String>, key: &str) -> Result<String, ConfigError> {
+        let mut out = String::new();
+        let mut rest = value.get_ref().as_str();
+        while let Some(start) = rest.find("${") {
+            out.push_str(&rest[..start]);
+            let after = &rest[start + 2..];
+            let end = after.find('}').ok_or_else(|| self.error(value, key.to_owned(), "unclosed `${` in value"))?;
+            let name = &after[..end];
+            let resolved = (self.env)(name)
+                .ok_or_else(|| self.error(value, key.to_owned(), format!("environment variable {name} is not set")))?;
+            out.push_str(&resolved);
+            rest = &after[end + 1..];
+        }
+        out.push_str(rest);
+        Ok(out)
+    }
+
+    pub fn config(&self, raw: RawConfig) -> Result<Config, ConfigError> {
+        let listen = match &raw.listen {
+            Some(value) => {
+                let text = self.expand(value, "listen")?;
+                text.parse().map_err(|_| {
+                    self.error(value, "listen".into(), format!("{text:?} is not an address like 127.0.0.1:8080"))
+                })?
+            }
+            None => DEFAULT_LISTEN,
+        };
+        let max_body_bytes = match &raw.max_body_bytes {
+            Some(value) => usize::try_from(*value.get_ref())
+                .ok()
+                .filter(|bytes| *bytes > 0)
+                .ok_or_else(|| self.error(value, "max_body_bytes".into(), "must be a positive size in bytes"))?,
+            None => DEFAULT_MAX_BODY_BYTES,
+        };
+        let mut providers: Vec<Arc<Provider>> = Vec::new();
+        for (i, raw_provider) in raw.providers.iter().enumerate() {
+            let provider = self.provider(raw_provider.get_ref(), i)?;
+            if providers.iter().any(|p| p.name == provider.name) {
+                let name = &raw_provider.get_ref().name;
+                return Err(self.error(
+                    name,
+                    format!("providers[{i}].name"),
+                    format!("duplicate provider name {:?}", provider.name),
+                ));
+            }
+            providers.push(Arc::new(provider));
+        }
+        let by_name: HashMap<&str, &Arc<Provider>> = providers.iter().map(|p| (p.name.as_str(), p)).collect();
+        let mut routes: Vec<Route> = Vec::new();
+        for (i, raw_route) in raw.routes.iter().enumerate() {
+            let route = self.route(raw_route.get_ref(), i, &by_name)?;
+            if routes.iter().any(|r| r.model == route.model) {
+                let model = &raw_route.get_ref().model;
+                return Err(self.error(
+                    model,
+                    format!("routes[{i}].model"),
+                    format!("duplicate route {:?}", route.model),
+                ));
+            }
+            routes.push(route);
+        }
+        Ok(Config { listen, max_body_bytes, providers, routes })
+    }
+
+    fn provider(&self, raw: &RawProvider, i: usize) -> Result<Provider, ConfigError> {
+        let key = |field: &str| format!("providers[{i}].{field}");
+        let name = raw.name.get_ref().trim().to_owned();
+        if name.is_empty() {
+            return Err(self.error(&raw.name, key("name"), "must not be empty"));
+        }
+        let kind = ProviderKind::from_name(raw.kind.get_ref()).ok_or_else(|| {
+            self.error(
+                &raw.kind,
+                key("kind"),
+                format!("unknown kind {:?}; expected openai, anthropic or gemini", raw.kind.get_ref()),
+            )
+        })?;
+        let base_url = self.expand(&raw.base_url, &key("base_url"))?;
+        match reqwest::Url::parse(&base_url) {
+            Ok(url) if matches!(url.scheme(), "http" | "https") => {}
+            _ => return Err(self.error(&raw.base_url, key("base_url"), format!("{base_url:?} is not an http(s) URL"))),
+        }
+        let api_key = match &raw.api_key {
+            Some(value) => {
+                let secret = self.expand(value, &key("api_key"))?;
+                if reqwest::header::HeaderValue::from_str(&secret).is_err() {
+                    return Err(self.error(value, key("api_key"), "contains characters an HTTP header cannot carry"));
+                }
+                Some(Secret::new(secret))
+            }
+            None => None,
+        };
+        let breaker = match &raw.breaker {
+            Some(breaker) => self.breaker(breaker.get_ref(), &key("breaker"))?,
+            None => BreakerSettings::default(),
+        };
+        Ok(Provider { name, kind, base_url, api_key, breaker })
+    }
+
+    fn breaker(&self, raw: &RawBreaker, key: &str) -> Result<BreakerSettings, ConfigError> {
+        let defaults = BreakerSettings::default();
+        let failure_threshold = match &raw.failure_threshold {
+            Some(n) if *n.get_ref() == 0 => {
+                return Err(self.error(n, format!("{key}.failure_threshold"), "must be at least 1"));
+            }
+            Some(n) => *n.get_ref(),
+            None => defaults.failure_threshold,
+        };
+        let failure_rate = match &raw.failure_rate {
+            Some(rate) if !(*rate.get_ref() > 0.0 && *rate.get_ref() <= 1.0) => {
+                return Err(self.error(rate, format!("{key}.failure_rate"), "must be above 0 and at most 1"));
+            }
+            Some(rate) => *rate.get_ref(),
+            None => defaults.failure_rate,
+        };
+        let window = match &raw.window {
+            Some(n) if *n.get_ref() == 0 => return Err(self.error(n, format!("{key}.window"), "must be at least 1")),
+            Some(n) => usize::try_from(*n.get_ref()).unwrap_or(usize::MAX),
+            None => defaults.window,
+        };
+        let cooldown = self.millis(raw.cooldown_ms.as_ref(), &format!("{key}.cooldown_ms"), defaults.cooldown)?;
+        Ok(BreakerSettings { failure_threshold, failure_rate, window, cooldown })
+    }
+
+    fn route(&self, raw: &RawRoute, i: usize, providers: &HashMap<&str, &Arc<Provider>>) -> Result<Route, ConfigError> {
+        let key = |field: &str| format!("routes[{i}].{field}");
+        let model = raw.model.get_ref().trim().to_owned();
+        if model.is_empty() {
+            return Err(self.error(&raw.model, key("model"), "must not be empty"));
+        }
+        let first_token_timeout = self.millis(
+            raw.first_token_timeout_ms.as_ref(),
+            &key("first_token_timeout_ms"),
+            DEFAULT_FIRST_TOKEN_TIMEOUT,
+        )?;
+        let idle_timeout = self.millis(raw.idle_timeout_ms.as_ref(), &key("idle_timeout_ms"), DEFAULT_IDLE_TIMEOUT)?;
+        let request_timeout = match &raw.request_timeout_ms {
+            Some(ms) => Some(self.millis(Some(ms), &key("request_timeout_ms"), Duration::ZERO)?),
+            None => None,
+        };
+        let hedge = match &raw.hedge_after_ms {
+            None => None,
+            Some(value) => Some(match value.get_ref() {
+                RawHedge::Millis(ms) => Hedge::After(Duration::from_millis(*ms)),
+                RawHedge::Word(word) if word == "auto" => Hedge::Auto,
+                RawHedge::Word(word) => {
+                    return Err(self.error(
+                        value,
+                        key("hedge_after_ms"),
+                        format!("{word:?} is neither milliseconds nor \"auto\""),
+                    ));
+                }
+            }),
+        };
+        let commit = CommitWindow {
+            tokens: match &raw.commit_after_tokens {
+                Some(n) if *n.get_ref() == 0 => {
+                    return Err(self.error(
+                        n,
+                        key("commit_after_tokens"),
+                        "must be at least 1: the first token commits at the earliest",
+                    ));
+                }
+                Some(n) => *n.get_ref(),
+                None => 1,
+            },
+            after: raw.commit_after_ms.as_ref().map_or(Duration::ZERO, |ms| Duration::from_millis(*ms.get_ref())),
+        };
+        let retry_backoff =
+            self.millis(raw.retry_backoff_ms.as_ref(), &key("retry_backoff_ms"), DEFAULT_RETRY_BACKOFF)?;
+        let max_retry_wait =
+            raw.max_retry_wait_ms.as_ref().map_or(DEFAULT_MAX_RETRY_WAIT, |ms| Duration::from_millis(*ms.get_ref()));
+        if raw.targets.get_ref().is_empty() {
+            return Err(self.error(&raw.targets, key("targets"), "a route needs at least one target"));
+        }
+        let mut targets = Vec::new();
+        for (j, target) in raw.targets.get_ref().iter().enumerate() {
+            let target = target.get_ref();
+            let name = target.provider.get_ref();
+            let target_key = |field: &str| key(&format!("targets[{j}].{field}"));
+            let provider = providers.get(name.as_str()).ok_or_else(|| {
+                self.error(&target.provider, target_key("provider"), format!("no provider is named {name:?}"))
+            })?;
+            targets.push(Target {
+                provider: Arc::clone(provider),
+                model: target.model.get_ref().clone(),
+                context_window: target.context_window.as_ref().map(|w| *w.get_ref()),
+                first_token_timeout: self.millis(
+                    target.first_token_timeout_ms.as_ref(),
+                    &target_key("first_token_timeout_ms"),
+                    first_token_timeout,
+                )?,
+                retries: target.retries.as_ref().map_or(0, |n| *n.get_ref()),
+            });
+        }
+        Ok(Route { model, idle_timeout, request_timeout, hedge, commit, retry_backoff, max_retry_wait, targets })
+    }
+
+    fn millis(&self, value: Option<&Spanned<u64>>, key: &str, default: Duration) -> Result<Duration, ConfigError> {
+        match value {
+            Some(ms) if *ms.get_ref() == 0 => Err(self.error(ms, key.to_owned(), "must be at least 1 ms")),
+            Some(ms) => Ok(Duration::from_millis(*ms.get_ref())),
+            None => Ok(default),
+        }
+    }
+}

@@ -1,0 +1,186 @@
+//! One target's turn: breaker and rate-limit checks, the request, reading up
+//! to the commit point under the first-token deadline, and retries of the
+//! failures worth retrying. Every failure is recorded, in order.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use tokio::time::{Instant, sleep, sleep_until, timeout_at};
+
+use super::{AttemptRecord, Engine, Failure};
+use crate::config::{CommitWindow, Route, Target};
+use crate::event::{ChatRequest, Event};
+use crate::providers::{EventStream, ProviderError, Upstream, driver};
+use crate::resilience::{ProviderHealth, backoff};
+
+/// An attempt that reached its commit point.
+pub(super) struct Opened {
+    /// The events read so far, the first token among them.
+    pub held: Vec<Event>,
+    /// The rest of the answer.
+    pub rest: EventStream,
+    /// The provider's state, to record a failure after commit.
+    pub health: Arc<ProviderHealth>,
+}
+
+/// How one target's turn ended: what failed along the way, and the opened
+/// attempt if one committed.
+pub(super) struct TargetRun {
+    /// The target's position in the route.
+    pub index: usize,
+    /// Every failed try, in order.
+    pub failures: Vec<AttemptRecord>,
+    /// The attempt that committed, if any.
+    pub opened: Option<Opened>,
+}
+
+impl Engine {
+    /// Gives target `index` of `route` its turn, retrying it as the route and
+    /// target allow.
+    pub(super) async fn run_target(&self, route: &Route, index: usize, req: &ChatRequest) -> TargetRun {
+        let mut run = TargetRun { index, failures: Vec::new(), opened: None };
+        let Some(target) = route.targets.get(index) else { return run };
+        let health = self.health.provider(&target.provider.name);
+        for retry in 0..=target.retries {
+            let started = Instant::now();
+            let outcome = if let Some(until) = health.rate_limited_until() {
+                Err(Failure::CoolingDown(until - started))
+            } else if let Some(permit) = health.breaker.try_acquire() {
+                let opened = self.open(target, req, route.commit, route.idle_timeout, started).await;
+                match &opened {
+                    Ok((_, _, ttft)) => {
+                        permit.success();
+                        health.record_ttft(*ttft);
+                    }
+                    Err(failure) if failure.counts_against_provider() => permit.failure(),
+                    Err(_) => drop(permit),
+                }
+                opened.map(|(held, rest, _)| (held, rest))
+            } else {
+                Err(Failure::BreakerOpen)
+            };
+            let failure = match outcome {
+                Ok((held, rest)) => {
+                    log_attempt(target, retry, started, None);
+                    run.opened = Some(Opened { held, rest, health });
+                    return run;
+                }
+                Err(failure) => failure,
+            };
+            log_attempt(target, retry, started, Some(&failure));
+            let wait = self.retry_wait(route, target, &health, &failure, retry);
+            run.failures.push(AttemptRecord {
+                provider: target.provider.name.clone(),
+                model: target.model.clone(),
+                failure,
+                elapsed: started.elapsed(),
+            });
+            match wait {
+                Some(wait) => sleep(wait).await,
+                None => break,
+            }
+        }
+        run
+    }
+
+    /// How long to wait before trying `target` again after `failure`, or
+    /// `None` to move on. A 429's `Retry-After` is honoured (and shared with
+    /// other requests); one longer than the route allows moves on.
+    fn retry_wait(
+        &self,
+        route: &Route,
+        target: &Target,
+        health: &ProviderHealth,
+        failure: &Failure,
+        retry: u32,
+    ) -> Option<Duration> {
+        if let Failure::Provider(ProviderError::RateLimited { retry_after: Some(wait), .. }) = failure {
+            health.rate_limit_until(Instant::now() + *wait);
+            if *wait > route.max_retry_wait {
+                return None;
+            }
+        }
+        if retry >= target.retries || !failure.is_retryable() {
+            return None;
+        }
+        Some(failure.retry_after().unwrap_or_else(|| backoff::full_jitter(route.retry_backoff, retry)))
+    }
+
+    /// Sends one request and reads up to its commit point: the first token
+    /// within the target's first-token deadline of `started` (one absolute
+    /// deadline covers connect, headers and every event before it), then the
+    /// route's commit window. Returns the held events, the rest, and the time
+    /// to first token.
+    async fn open(
+        &self,
+        target: &Target,
+        req: &ChatRequest,
+        window: CommitWindow,
+        idle: Duration,
+        started: Instant,
+    ) -> Result<(Vec<Event>, EventStream, Duration), Failure> {
+        let first_token_deadline = started + target.first_token_timeout;
+        let first_token_timeout = || Failure::FirstTokenTimeout(target.first_token_timeout.as_millis());
+        let upstream = Upstream {
+            base_url: &target.provider.base_url,
+            api_key: target.provider.api_key.as_ref().map(|key| key.expose()),
+            model: &target.model,
+        };
+        let opening = driver::open(&self.http, target.provider.kind, upstream, req);
+        let mut events = timeout_at(first_token_deadline, opening).await.map_err(|_| first_token_timeout())??;
+        let mut held = Vec::new();
+        let mut tokens = 0u32;
+        let mut first_token_at = None;
+        loop {
+            let commit_at = first_token_at.map(|at: Instant| at + window.after);
+            let ready = tokens >= window.tokens;
+            if ready && commit_at.is_some_and(|at| at <= Instant::now()) {
+                return Ok((held, events, first_token_at.map_or(Duration::ZERO, |at| at - started)));
+            }
+            let give_up_at = if first_token_at.is_some() { Instant::now() + idle } else { first_token_deadline };
+            let wake_at = match commit_at {
+                Some(at) if ready => at.min(give_up_at),
+                _ => give_up_at,
+            };
+            let next = tokio::select! {
+                next = events.next() => next,
+                () = sleep_until(wake_at) => {
+                    if wake_at < give_up_at {
+                        continue;
+                    }
+                    return Err(if first_token_at.is_some() { Failure::IdleTimeout(idle.as_millis()) } else { first_token_timeout() });
+                }
+            };
+            let Some(event) = next else {
+                // The answer ended cleanly; it commits if it said anything.
+                return match first_token_at {
+                    Some(at) => Ok((held, events, at - started)),
+                    None => Err(Failure::Empty),
+                };
+            };
+            let event = event?;
+            if event.is_content() {
+                tokens = tokens.saturating_add(1);
+                first_token_at.get_or_insert_with(Instant::now);
+            }
+            let finished = matches!(event, Event::Finish(_));
+            held.push(event);
+            if finished {
+                return Ok((held, events, first_token_at.map_or(Duration::ZERO, |at| at - started)));
+            }
+        }
+    }
+}
+
+fn log_attempt(target: &Target, retry: u32, started: Instant, failure: Option<&Failure>) {
+    let provider = &target.provider.name;
+    let model = &target.model;
+    let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    match failure {
+        None => tracing::info!(%provider, %model, retry, outcome = "committed", latency_ms, "attempt"),
+        Some(failure) => tracing::info!(
+            %provider, %model, retry, outcome = "failed", failure_class = failure.kind(), latency_ms, error = %failure, "attempt"
+        ),
+    }
+}

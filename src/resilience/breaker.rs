@@ -1,0 +1,271 @@
+//! A circuit breaker per provider: after repeated failures the provider is
+//! skipped for a cooldown, so a dead provider stops costing every request a
+//! deadline; then exactly one probe request decides whether it is back.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// When a breaker opens and for how long.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BreakerSettings {
+    /// Consecutive provider failures that open the breaker.
+    pub failure_threshold: u32,
+    /// The failure rate over the last `window` attempts that opens it.
+    pub failure_rate: f64,
+    /// How many recent attempts the failure rate is taken over.
+    pub window: usize,
+    /// How long an open breaker skips the provider before one probe.
+    pub cooldown: Duration,
+}
+
+impl Default for BreakerSettings {
+    fn default() -> Self {
+        BreakerSettings { failure_threshold: 3, failure_rate: 0.5, window: 20, cooldown: Duration::from_secs(30) }
+    }
+}
+
+/// The breaker's state, as operators and metrics see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BreakerState {
+    /// Traffic flows.
+    Closed,
+    /// The provider is skipped until the cooldown ends.
+    Open,
+    /// One probe request is deciding.
+    HalfOpen,
+}
+
+#[derive(Debug)]
+enum Phase {
+    Closed,
+    Open { until: Instant },
+    HalfOpen { probing: bool },
+}
+
+#[derive(Debug)]
+struct State {
+    phase: Phase,
+    consecutive_failures: u32,
+    recent: VecDeque<bool>,
+}
+
+/// One provider's breaker, shared by every route that uses the provider.
+#[derive(Debug)]
+pub struct Breaker {
+    provider: String,
+    settings: BreakerSettings,
+    state: Mutex<State>,
+}
+
+/// Leave to send one request to the provider. A probe that is dropped
+/// without an outcome (the client left, a hedge lost) frees the half-open
+/// slot for the next request instead of deciding anything.
+#[derive(Debug)]
+pub struct Permit {
+    breaker: Arc<Breaker>,
+    probe: bool,
+    settled: bool,
+}
+
+impl Breaker {
+    /// A closed breaker for `provider`.
+    pub fn new(provider: &str, settings: BreakerSettings) -> Arc<Self> {
+        let state = State { phase: Phase::Closed, consecutive_failures: 0, recent: VecDeque::new() };
+        Arc::new(Breaker { provider: provider.to_owned(), settings, state: Mutex::new(state) })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The current state; an open breaker whose cooldown has passed reads as half-open.
+    pub fn state(&self) -> BreakerState {
+        match self.lock().phase {
+            Phase::Closed => BreakerState::Closed,
+            Phase::Open { until } if Instant::now() < until => BreakerState::Open,
+            Phase::Open { .. } | Phase::HalfOpen { .. } => BreakerState::HalfOpen,
+        }
+    }
+
+    /// Leave to try the provider, or `None` while it is open or its one probe
+    /// is already out.
+    pub fn try_acquire(self: &Arc<Self>) -> Option<Permit> {
+        let mut state = self.lock();
+        let probe = match state.phase {
+            Phase::Closed => false,
+            Phase::Open { until } if Instant::now() < until => return None,
+            Phase::HalfOpen { probing: true } => return None,
+            Phase::Open { .. } | Phase::HalfOpen { probing: false } => {
+                if matches!(state.phase, Phase::Open { .. }) {
+                    tracing::info!(provider = %self.provider, "breaker_half_open");
+                }
+                state.phase = Phase::HalfOpen { probing: true };
+                true
+            }
+        };
+        Some(Permit { breaker: Arc::clone(self), probe, settled: false })
+    }
+
+    /// Records a provider failure outside a permit's life (a committed stream
+    /// that broke later).
+    pub fn record_failure(&self) {
+        let mut state = self.lock();
+        self.fail(&mut state, false);
+    }
+
+    fn succeed(&self, state: &mut State, probe: bool) {
+        state.consecutive_failures = 0;
+        self.remember(state, false);
+        if probe || matches!(state.phase, Phase::HalfOpen { .. }) {
+            state.recent.clear();
+            state.phase = Phase::Closed;
+            tracing::info!(provider = %self.provider, "breaker_closed");
+        }
+    }
+
+    fn fail(&self, state: &mut State, probe: bool) {
+        state.consecutive_failures = state.consecutive_failures.saturating_add(1);
+        self.remember(state, true);
+        let failures = state.recent.iter().filter(|failed| **failed).count();
+        let rate_exceeded = state.recent.len() >= self.settings.window
+            && failures as f64 >= self.settings.failure_rate * state.recent.len() as f64;
+        let should_open = match state.phase {
+            Phase::Closed => state.consecutive_failures >= self.settings.failure_threshold || rate_exceeded,
+            Phase::HalfOpen { .. } => probe,
+            Phase::Open { .. } => false,
+        };
+        if should_open {
+            state.phase = Phase::Open { until: Instant::now() + self.settings.cooldown };
+            tracing::warn!(
+                provider = %self.provider,
+                cooldown_ms = u64::try_from(self.settings.cooldown.as_millis()).unwrap_or(u64::MAX),
+                consecutive_failures = state.consecutive_failures,
+                "breaker_open"
+            );
+        }
+    }
+
+    fn remember(&self, state: &mut State, failed: bool) {
+        state.recent.push_back(failed);
+        while state.recent.len() > self.settings.window {
+            state.recent.pop_front();
+        }
+    }
+}
+
+impl Permit {
+    /// The provider answered: a probe's success closes the breaker.
+    pub fn success(mut self) {
+        self.settled = true;
+        self.breaker.succeed(&mut self.breaker.lock(), self.probe);
+    }
+
+    /// The provider failed: counts toward opening; a probe's failure re-opens.
+    pub fn failure(mut self) {
+        self.settled = true;
+        self.breaker.fail(&mut self.breaker.lock(), self.probe);
+    }
+
+    /// Whether this is the half-open probe.
+    pub fn is_probe(&self) -> bool {
+        self.probe
+    }
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        if self.probe && !self.settled {
+            let mut state = self.breaker.lock();
+            if matches!(state.phase, Phase::HalfOpen { probing: true }) {
+                state.phase = Phase::HalfOpen { probing: false };
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn breaker() -> Arc<Breaker> {
+        Breaker::new("p", BreakerSettings { cooldown: Duration::from_secs(10), ..BreakerSettings::default() })
+    }
+
+    fn fail_once(breaker: &Arc<Breaker>) {
+        breaker.try_acquire().map(Permit::failure).unwrap_or_else(|| panic!("expected a permit"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn opens_after_consecutive_failures_and_probes_after_cooldown() {
+        let breaker = breaker();
+        fail_once(&breaker);
+        fail_once(&breaker);
+        assert_eq!(breaker.state(), BreakerState::Closed, "two failures are not yet three");
+        fail_once(&breaker);
+        assert_eq!(breaker.state(), BreakerState::Open);
+        assert!(breaker.try_acquire().is_none(), "an open breaker skips the provider");
+
+        tokio::time::advance(Duration::from_secs(10)).await;
+        assert_eq!(breaker.state(), BreakerState::HalfOpen);
+        let probe = breaker.try_acquire().expect("one probe");
+        assert!(probe.is_probe());
+        assert!(breaker.try_acquire().is_none(), "exactly one probe while half-open");
+        probe.success();
+        assert_eq!(breaker.state(), BreakerState::Closed);
+        assert!(breaker.try_acquire().is_some_and(|p| !p.is_probe()));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_probe_reopens_for_another_cooldown() {
+        let breaker = breaker();
+        (0..3).for_each(|_| fail_once(&breaker));
+        tokio::time::advance(Duration::from_secs(10)).await;
+        breaker.try_acquire().expect("probe").failure();
+        assert_eq!(breaker.state(), BreakerState::Open);
+        tokio::time::advance(Duration::from_secs(9)).await;
+        assert!(breaker.try_acquire().is_none(), "still cooling down");
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert!(breaker.try_acquire().is_some_and(|p| p.is_probe()));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_dropped_probe_frees_the_slot_without_deciding() {
+        let breaker = breaker();
+        (0..3).for_each(|_| fail_once(&breaker));
+        tokio::time::advance(Duration::from_secs(10)).await;
+        drop(breaker.try_acquire().expect("probe"));
+        assert_eq!(breaker.state(), BreakerState::HalfOpen);
+        assert!(breaker.try_acquire().is_some_and(|p| p.is_probe()), "the next request probes");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_success_resets_the_consecutive_count() {
+        let breaker = breaker();
+        for _ in 0..5 {
+            fail_once(&breaker);
+            fail_once(&breaker);
+            breaker.try_acquire().expect("closed").success();
+        }
+        assert_eq!(breaker.state(), BreakerState::Closed, "never three in a row, and 10 of 15 is under the window");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_high_failure_rate_over_the_window_opens() {
+        let breaker = breaker();
+        for _ in 0..10 {
+            breaker.try_acquire().expect("closed").success();
+            fail_once(&breaker);
+        }
+        assert_eq!(breaker.state(), BreakerState::Open, "10 failures in the last 20 attempts is 50 %");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn failures_recorded_after_commit_count_too() {
+        let breaker = breaker();
+        (0..3).for_each(|_| breaker.record_failure());
+        assert_eq!(breaker.state(), BreakerState::Open);
+    }
+}

@@ -1,0 +1,9 @@
+//! What baton remembers about each provider across requests: its breaker,
+//! a rate-limit cooldown, and its recent times to first token.
+
+pub mod backoff;
+pub mod breaker;
+mod health;
+
+pub use breaker::{Breaker, BreakerSettings, BreakerState, Permit};
+pub use health::{Health, ProviderHealth};
