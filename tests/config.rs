@@ -60,7 +60,10 @@ fn the_design_example_loads_with_variables_resolved() {
     assert_eq!(config.providers[0].kind, ProviderKind::Gemini);
     assert_eq!(config.providers[1].api_key.as_ref().map(|k| k.expose()), Some("oai-secret"));
     let route = config.route("chat").expect("route");
-    assert!(route.targets.iter().all(|t| t.first_token_timeout == Duration::from_millis(1200)), "the route deadline applies to every target");
+    assert!(
+        route.targets.iter().all(|t| t.first_token_timeout == Duration::from_millis(1200)),
+        "the route deadline applies to every target"
+    );
     assert_eq!(route.idle_timeout, Duration::from_secs(10));
     let targets: Vec<(&str, &str)> =
         route.targets.iter().map(|t| (t.provider.name.as_str(), t.model.as_str())).collect();

@@ -39,15 +39,21 @@ async fn a_seeded_schedule_repeats_itself() {
     within(HARD_LIMIT, async {
         let faults = [Fault::Http5xx, Fault::Http429, Fault::Malformed];
         let draw = |seed| {
-            MockProvider::gemini().faults(&faults).retry_after_secs(0).schedule(Schedule::Random { probability: 0.5, seed })
+            MockProvider::gemini()
+                .faults(&faults)
+                .retry_after_secs(0)
+                .schedule(Schedule::Random { probability: 0.5, seed })
         };
         let mut runs = Vec::new();
         for provider in [draw(42), draw(42), draw(43)] {
             let provider = provider.spawn().await.expect("mock");
             let spare = MockProvider::openai().spawn().await.expect("mock");
             // Every request must reach the flaky provider, so its breaker never opens here.
-            let config = mocks_toml(&[("flaky", &provider), ("spare", &spare)], 1000, 1000)
-                .replacen("kind = \"gemini\"", "kind = \"gemini\"\nbreaker = { failure_threshold = 1000, failure_rate = 1.0 }", 1);
+            let config = mocks_toml(&[("flaky", &provider), ("spare", &spare)], 1000, 1000).replacen(
+                "kind = \"gemini\"",
+                "kind = \"gemini\"\nbreaker = { failure_threshold = 1000, failure_rate = 1.0 }",
+                1,
+            );
             let proxy = Proxy::start(&config).await;
             for _ in 0..30 {
                 assert_eq!(post_chat(&proxy, &chat_body(false)).await.status, 200, "every request is answered");

@@ -8,6 +8,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use tokio::time::{Instant, sleep, sleep_until, timeout_at};
 
+use super::relay::StreamOutcome;
 use super::{AttemptRecord, Engine, Failure};
 use crate::config::{CommitWindow, Route, Target};
 use crate::event::{ChatRequest, Event};
@@ -20,8 +21,8 @@ pub(super) struct Opened {
     pub held: Vec<Event>,
     /// The rest of the answer.
     pub rest: EventStream,
-    /// The provider's state, to record a failure after commit.
-    pub health: Arc<ProviderHealth>,
+    /// Settles the provider's breaker when the stream ends.
+    pub outcome: StreamOutcome,
 }
 
 /// How one target's turn ended: what failed along the way, and the opened
@@ -47,23 +48,26 @@ impl Engine {
             let outcome = if let Some(until) = health.rate_limited_until() {
                 Err(Failure::CoolingDown(until - started))
             } else if let Some(permit) = health.breaker.try_acquire() {
-                let opened = self.open(target, req, route.commit, route.idle_timeout, started).await;
-                match &opened {
-                    Ok((_, _, ttft)) => {
-                        permit.success();
-                        health.record_ttft(*ttft);
+                match self.open(target, req, route.commit, route.idle_timeout, started).await {
+                    Ok((held, rest, ttft)) => {
+                        health.record_ttft(ttft);
+                        Ok((held, rest, permit))
                     }
-                    Err(failure) if failure.counts_against_provider() => permit.failure(),
-                    Err(_) => drop(permit),
+                    Err(failure) => {
+                        if failure.counts_against_provider() {
+                            permit.failure();
+                        }
+                        Err(failure)
+                    }
                 }
-                opened.map(|(held, rest, _)| (held, rest))
             } else {
                 Err(Failure::BreakerOpen)
             };
             let failure = match outcome {
-                Ok((held, rest)) => {
+                Ok((held, rest, permit)) => {
                     log_attempt(target, retry, started, None);
-                    run.opened = Some(Opened { held, rest, health });
+                    let outcome = StreamOutcome::new(permit.commit(), Arc::clone(&health.breaker));
+                    run.opened = Some(Opened { held, rest, outcome });
                     return run;
                 }
                 Err(failure) => failure,

@@ -146,7 +146,10 @@ impl Engine {
                     match target.context_window.filter(|_| *context_length) {
                         Some(window) => needs_window_above = Some(window),
                         None => {
-                            return Err(failed.pop().map(ProxyError::rejected).unwrap_or(ProxyError::AllFailed(failed)));
+                            return Err(failed
+                                .pop()
+                                .map(ProxyError::rejected)
+                                .unwrap_or(ProxyError::AllFailed(failed)));
                         }
                     }
                 }
@@ -156,7 +159,7 @@ impl Engine {
             let attempts =
                 u32::try_from(failed.iter().filter(|r| !r.failure.is_skip()).count() + 1).unwrap_or(u32::MAX);
             let started = Instant::now();
-            match finish(relay::committed(opened.held, opened.rest, route.idle_timeout, opened.health)).await {
+            match finish(relay::committed(opened.held, opened.rest, route.idle_timeout, opened.outcome)).await {
                 Ok(answer) => {
                     let winner =
                         Winner { provider: Arc::clone(&target.provider), model: target.model.clone(), attempts };

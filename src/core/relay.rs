@@ -10,28 +10,60 @@ use futures_util::{Stream, StreamExt, stream};
 use super::Failure;
 use crate::event::Event;
 use crate::providers::EventStream;
-use crate::resilience::ProviderHealth;
+use crate::resilience::{Breaker, Permit};
 
 /// A committed answer's events. Dropping it drops the upstream connection.
 pub type CommittedStream = Pin<Box<dyn Stream<Item = Result<Event, Failure>> + Send>>;
 
-/// Replays `held` (the events up to the commit point), then relays `rest`,
-/// failing with [`Failure::IdleTimeout`] when it goes silent for `idle`. A
-/// failure after commit counts against the provider's breaker.
-pub fn committed(held: Vec<Event>, rest: EventStream, idle: Duration, health: Arc<ProviderHealth>) -> CommittedStream {
-    let relay = stream::unfold(Some(rest), move |rest| {
-        let health = Arc::clone(&health);
-        async move {
-            let mut rest = rest?;
-            let failure = match tokio::time::timeout(idle, rest.next()).await {
-                Ok(Some(Ok(event))) => return Some((Ok(event), Some(rest))),
-                Ok(None) => return None,
-                Ok(Some(Err(err))) => Failure::Provider(err),
-                Err(_) => Failure::IdleTimeout(idle.as_millis()),
-            };
-            health.breaker.record_failure();
-            Some((Err(failure), None))
+/// How a committed answer's end reaches the provider's breaker: a complete
+/// answer is a success, a broken one a failure, and one the client abandoned
+/// (the stream dropped before its end) nothing at all.
+pub(super) struct StreamOutcome {
+    permit: Option<Permit>,
+    breaker: Arc<Breaker>,
+}
+
+impl StreamOutcome {
+    /// `permit` is what is left to settle after commit (a probe settles at commit).
+    pub(super) fn new(permit: Option<Permit>, breaker: Arc<Breaker>) -> Self {
+        StreamOutcome { permit, breaker }
+    }
+
+    fn complete(self) {
+        if let Some(permit) = self.permit {
+            permit.success();
         }
+    }
+
+    fn failed(self) {
+        match self.permit {
+            Some(permit) => permit.failure(),
+            None => self.breaker.record_failure(),
+        }
+    }
+}
+
+/// Replays `held` (the events up to the commit point), then relays `rest`,
+/// failing with [`Failure::IdleTimeout`] when it goes silent for `idle`.
+pub(super) fn committed(
+    held: Vec<Event>,
+    rest: EventStream,
+    idle: Duration,
+    outcome: StreamOutcome,
+) -> CommittedStream {
+    let relay = stream::unfold(Some((rest, outcome)), move |state| async move {
+        let (mut rest, outcome) = state?;
+        let failure = match tokio::time::timeout(idle, rest.next()).await {
+            Ok(Some(Ok(event))) => return Some((Ok(event), Some((rest, outcome)))),
+            Ok(None) => {
+                outcome.complete();
+                return None;
+            }
+            Ok(Some(Err(err))) => Failure::Provider(err),
+            Err(_) => Failure::IdleTimeout(idle.as_millis()),
+        };
+        outcome.failed();
+        Some((Err(failure), None))
     });
     Box::pin(stream::iter(held.into_iter().map(Ok)).chain(relay))
 }

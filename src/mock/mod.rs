@@ -104,6 +104,8 @@ pub enum Schedule {
     Always,
     /// The first N requests, then none: a provider that recovers.
     FirstRequests(u64),
+    /// Every request after the first N: a provider that goes bad.
+    AfterRequests(u64),
     /// Each request with this probability, drawn from a seeded generator so a
     /// run can be repeated.
     Random {
@@ -128,6 +130,7 @@ pub struct MockProvider {
     schedule: Schedule,
     api_key: Option<String>,
     retry_after_secs: u64,
+    retry_after_as_date: bool,
 }
 
 impl MockProvider {
@@ -145,6 +148,7 @@ impl MockProvider {
             schedule: Schedule::Always,
             api_key: None,
             retry_after_secs: 1,
+            retry_after_as_date: false,
         }
     }
 
@@ -225,6 +229,12 @@ impl MockProvider {
     /// The `Retry-After` seconds of a 429.
     pub fn retry_after_secs(mut self, secs: u64) -> Self {
         self.retry_after_secs = secs;
+        self
+    }
+
+    /// Sends `Retry-After` as an HTTP date instead of seconds.
+    pub fn retry_after_as_date(mut self) -> Self {
+        self.retry_after_as_date = true;
         self
     }
 

@@ -32,6 +32,7 @@ impl Shared {
         let fires = match self.provider.schedule {
             Schedule::Always => true,
             Schedule::FirstRequests(n) => (index as u64) < n,
+            Schedule::AfterRequests(n) => (index as u64) >= n,
             Schedule::Random { probability, .. } => rng.f64() < probability,
         };
         fires.then(|| faults[rng.usize(..faults.len())])
@@ -96,7 +97,12 @@ impl Exchange<'_, '_> {
                 return self.json_response(401, "Unauthorized", "invalid api key", &[]).await;
             }
         }
-        let retry_after = provider.retry_after_secs.to_string();
+        let wait = Duration::from_secs(provider.retry_after_secs);
+        let retry_after = if provider.retry_after_as_date {
+            httpdate::fmt_http_date(std::time::SystemTime::now() + wait)
+        } else {
+            wait.as_secs().to_string()
+        };
         match fault {
             Some(Fault::Refuse) => Ok(Next::Close),
             Some(Fault::Http5xx) => {

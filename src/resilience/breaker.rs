@@ -169,6 +169,19 @@ impl Permit {
         self.breaker.fail(&mut self.breaker.lock(), self.probe);
     }
 
+    /// The attempt committed. A probe has shown the provider is back and
+    /// closes the breaker now; any other permit is returned, to be settled
+    /// when the answer ends (a long generation is not a failure, and a client
+    /// that leaves settles nothing).
+    pub fn commit(self) -> Option<Permit> {
+        if self.probe {
+            self.success();
+            None
+        } else {
+            Some(self)
+        }
+    }
+
     /// Whether this is the half-open probe.
     pub fn is_probe(&self) -> bool {
         self.probe

@@ -27,6 +27,8 @@ pub async fn within<T>(limit: Duration, test: impl Future<Output = T>) -> T {
 /// A running proxy.
 pub struct Proxy {
     pub addr: SocketAddr,
+    /// The proxy's engine, to look at provider health.
+    pub engine: Engine,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -43,11 +45,11 @@ impl Proxy {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
         let addr = listener.local_addr().expect("proxy addr");
         let engine = Engine::new(&config).expect("engine");
-        let state = AppState { config: Arc::new(config), engine };
+        let state = AppState { config: Arc::new(config), engine: engine.clone() };
         let task = tokio::spawn(async move {
             let _ = baton::serve(listener, state).await;
         });
-        Proxy { addr, task }
+        Proxy { addr, engine, task }
     }
 
     pub fn url(&self, path: &str) -> String {

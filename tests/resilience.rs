@@ -1,0 +1,487 @@
+//! Staying fast during an outage: circuit breakers, retries that honour
+//! `Retry-After`, rate-limit cooldowns, hedged first tokens, per-target and
+//! per-request deadlines, and the commit window — over real loopback TCP.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use baton::mock::{Fault, MockHandle, MockProvider, Schedule};
+use baton::resilience::BreakerState;
+use support::{Proxy, Received, chat_body, post_chat, provider_toml, within};
+
+const HARD_LIMIT: Duration = Duration::from_secs(30);
+
+/// A route "chat" over `targets`: each a provider name, its mock, extra
+/// provider keys and extra target keys; `route` adds route keys.
+fn config(route: &str, targets: &[(&str, &MockHandle, &str, &str)]) -> String {
+    let mut text = String::new();
+    for (name, mock, provider_extra, _) in targets {
+        text.push_str(provider_toml(name, mock.provider_kind(), &mock.base_url()).trim_end());
+        text.push_str(&format!("\n{provider_extra}\n\n"));
+    }
+    let list: Vec<String> = targets
+        .iter()
+        .map(|(name, _, _, extra)| format!("{{ provider = \"{name}\", model = \"{name}-model\", {extra} }}"))
+        .collect();
+    text.push_str(
+        &format!("[[routes]]\nmodel = \"chat\"\n{route}\ntargets = [{}]\n", list.join(", ")).replace(", }", " }"),
+    );
+    text
+}
+
+async fn healthy(marker: &str) -> MockHandle {
+    MockProvider::openai().marker(marker).spawn().await.expect("mock")
+}
+
+fn answered_by(got: &Received) -> &str {
+    assert_eq!(got.status, 200, "answered: {}", got.raw);
+    got.header("x-baton-provider")
+}
+
+#[tokio::test]
+async fn an_open_breaker_stops_costing_the_deadline() {
+    within(HARD_LIMIT, async {
+        let dead = MockProvider::anthropic().fault(Fault::StallFirstToken).spawn().await.expect("mock");
+        let spare = healthy("spare").await;
+        let proxy = Proxy::start(&config(
+            "first_token_timeout_ms = 200",
+            &[
+                ("dead", &dead, "breaker = { failure_threshold = 3, cooldown_ms = 60000 }", ""),
+                ("spare", &spare, "", ""),
+            ],
+        ))
+        .await;
+        for _ in 0..3 {
+            let got = post_chat(&proxy, &chat_body(true)).await;
+            assert_eq!(answered_by(&got), "spare");
+            assert!(got.first_byte >= Duration::from_millis(200), "a closed breaker still waits for the deadline");
+        }
+        assert_eq!(proxy.engine.health().provider("dead").breaker.state(), BreakerState::Open);
+        for _ in 0..5 {
+            let got = post_chat(&proxy, &chat_body(true)).await;
+            assert_eq!(answered_by(&got), "spare");
+            assert_eq!(got.header("x-baton-attempts"), "1", "a skipped provider is not an attempt");
+            assert!(
+                got.first_byte < Duration::from_millis(200),
+                "an open breaker skips at once, took {:?}",
+                got.first_byte
+            );
+        }
+        assert_eq!(dead.requests().len(), 3, "the dead provider saw only the requests that opened its breaker");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn every_breaker_open_is_503() {
+    within(HARD_LIMIT, async {
+        let dead = MockProvider::gemini().fault(Fault::Http5xx).spawn().await.expect("mock");
+        let proxy = Proxy::start(&config(
+            "",
+            &[("dead", &dead, "breaker = { failure_threshold = 2, cooldown_ms = 60000 }", "")],
+        ))
+        .await;
+        for _ in 0..2 {
+            assert_eq!(post_chat(&proxy, &chat_body(true)).await.status, 502);
+        }
+        let got = post_chat(&proxy, &chat_body(true)).await;
+        assert_eq!(got.status, 503, "{}", got.raw);
+        assert_eq!(got.json()["error"]["code"], "all_breakers_open");
+        assert!(got.raw.contains("breaker_open"), "{}", got.raw);
+        assert_eq!(dead.requests().len(), 2);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn half_open_lets_exactly_one_probe_through_and_recovers_within_a_cooldown() {
+    within(HARD_LIMIT, async {
+        let primary = MockProvider::gemini()
+            .marker("primary")
+            .first_token_after(Duration::from_millis(300))
+            .fault(Fault::Http5xx)
+            .schedule(Schedule::FirstRequests(2))
+            .spawn()
+            .await
+            .expect("mock");
+        let spare = healthy("spare").await;
+        let proxy = Proxy::start(&config(
+            "",
+            &[
+                ("primary", &primary, "breaker = { failure_threshold = 2, cooldown_ms = 400 }", ""),
+                ("spare", &spare, "", ""),
+            ],
+        ))
+        .await;
+        for _ in 0..2 {
+            assert_eq!(answered_by(&post_chat(&proxy, &chat_body(true)).await), "spare");
+        }
+        let health = proxy.engine.health().provider("primary");
+        let breaker = &health.breaker;
+        assert_eq!(breaker.state(), BreakerState::Open);
+        tokio::time::sleep(Duration::from_millis(450)).await;
+        assert_eq!(breaker.state(), BreakerState::HalfOpen, "the cooldown has passed");
+
+        let body = chat_body(true);
+        let burst: Vec<_> = (0..8).map(|_| post_chat(&proxy, &body)).collect();
+        let results = futures_util::future::join_all(burst).await;
+        let by_primary = results.iter().filter(|got| answered_by(got) == "primary").count();
+        assert_eq!(by_primary, 1, "exactly one probe went to the recovering provider");
+        assert_eq!(primary.requests().len(), 3, "two failures and one probe");
+        assert_eq!(breaker.state(), BreakerState::Closed, "the probe's success closed the breaker");
+        assert_eq!(answered_by(&post_chat(&proxy, &chat_body(true)).await), "primary", "traffic is back");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn retries_stay_on_the_target_before_failing_over() {
+    within(HARD_LIMIT, async {
+        let wobbly = MockProvider::anthropic()
+            .marker("wobbly")
+            .fault(Fault::Http5xx)
+            .schedule(Schedule::FirstRequests(2))
+            .spawn()
+            .await
+            .expect("mock");
+        let spare = healthy("spare").await;
+        let proxy = Proxy::start(&config(
+            "retry_backoff_ms = 20",
+            &[("wobbly", &wobbly, "", "retries = 2"), ("spare", &spare, "", "")],
+        ))
+        .await;
+        let got = post_chat(&proxy, &chat_body(true)).await;
+        assert_eq!(answered_by(&got), "wobbly", "the third try succeeded");
+        assert_eq!(got.header("x-baton-attempts"), "3");
+        assert_eq!(got.streamed_text(), wobbly.provider().expected_text());
+        assert!(spare.requests().is_empty(), "no failover was needed");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn connection_failures_are_retried_too() {
+    within(HARD_LIMIT, async {
+        let flaky = MockProvider::gemini()
+            .marker("flaky")
+            .fault(Fault::Refuse)
+            .schedule(Schedule::FirstRequests(1))
+            .spawn()
+            .await
+            .expect("mock");
+        let proxy = Proxy::start(&config("retry_backoff_ms = 10", &[("flaky", &flaky, "", "retries = 1")])).await;
+        let got = post_chat(&proxy, &chat_body(false)).await;
+        assert_eq!(answered_by(&got), "flaky");
+        assert_eq!(got.header("x-baton-attempts"), "2");
+    })
+    .await;
+}
+
+async fn retry_after_is_honoured(mock: MockProvider, at_least: Duration) {
+    let limited = mock.fault(Fault::Http429).schedule(Schedule::FirstRequests(1)).spawn().await.expect("mock");
+    let spare = healthy("spare").await;
+    let proxy = Proxy::start(&config(
+        "max_retry_wait_ms = 3000",
+        &[("limited", &limited, "", "retries = 1"), ("spare", &spare, "", "")],
+    ))
+    .await;
+    let started = Instant::now();
+    let got = post_chat(&proxy, &chat_body(true)).await;
+    assert_eq!(answered_by(&got), "limited", "the retry after the wait succeeded");
+    assert!(started.elapsed() >= at_least, "waited {:?}, expected at least {at_least:?}", started.elapsed());
+    assert!(spare.requests().is_empty());
+}
+
+#[tokio::test]
+async fn retry_after_in_seconds_is_honoured() {
+    within(HARD_LIMIT, retry_after_is_honoured(MockProvider::openai().retry_after_secs(1), Duration::from_millis(990)))
+        .await;
+}
+
+#[tokio::test]
+async fn retry_after_as_a_date_is_honoured() {
+    within(
+        HARD_LIMIT,
+        retry_after_is_honoured(
+            MockProvider::anthropic().retry_after_secs(2).retry_after_as_date(),
+            Duration::from_millis(990),
+        ),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_long_retry_after_fails_over_and_cools_the_provider_without_tripping_its_breaker() {
+    within(HARD_LIMIT, async {
+        let limited = MockProvider::openai().fault(Fault::Http429).retry_after_secs(60).spawn().await.expect("mock");
+        let spare = healthy("spare").await;
+        let proxy = Proxy::start(&config(
+            "max_retry_wait_ms = 2000",
+            &[("limited", &limited, "breaker = { failure_threshold = 1 }", "retries = 3"), ("spare", &spare, "", "")],
+        ))
+        .await;
+        let started = Instant::now();
+        assert_eq!(answered_by(&post_chat(&proxy, &chat_body(true)).await), "spare");
+        assert!(started.elapsed() < Duration::from_secs(2), "did not wait out a 60 s Retry-After");
+        for _ in 0..3 {
+            let got = post_chat(&proxy, &chat_body(true)).await;
+            assert_eq!(answered_by(&got), "spare");
+            assert_eq!(got.header("x-baton-attempts"), "1", "the cooling provider is skipped");
+        }
+        assert_eq!(limited.requests().len(), 1, "one 429, then left alone until its Retry-After");
+        assert_eq!(
+            proxy.engine.health().provider("limited").breaker.state(),
+            BreakerState::Closed,
+            "a 429 is not a breaker failure"
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_persistent_429_without_retry_after_is_tried_a_bounded_number_of_times() {
+    within(HARD_LIMIT, async {
+        let limited = MockProvider::gemini().fault(Fault::Http429).retry_after_secs(0).spawn().await.expect("mock");
+        let spare = healthy("spare").await;
+        let proxy = Proxy::start(&config(
+            "retry_backoff_ms = 20",
+            &[("limited", &limited, "", "retries = 3"), ("spare", &spare, "", "")],
+        ))
+        .await;
+        assert_eq!(answered_by(&post_chat(&proxy, &chat_body(true)).await), "spare");
+        assert_eq!(limited.requests().len(), 4, "one try and three retries, then failover");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn timeouts_and_rejected_requests_are_never_retried() {
+    within(HARD_LIMIT, async {
+        for (fault, status) in [(Fault::StallFirstToken, 200), (Fault::SlowFirstToken, 200), (Fault::BadRequest, 400)] {
+            let provider = MockProvider::anthropic().fault(fault).spawn().await.expect("mock");
+            let spare = healthy("spare").await;
+            let proxy = Proxy::start(&config(
+                "first_token_timeout_ms = 150",
+                &[("provider", &provider, "", "retries = 3"), ("spare", &spare, "", "")],
+            ))
+            .await;
+            let got = post_chat(&proxy, &chat_body(true)).await;
+            assert_eq!(got.status, status, "{}: {}", fault.name(), got.raw);
+            assert_eq!(provider.requests().len(), 1, "{} is not retried", fault.name());
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_target_deadline_overrides_the_route() {
+    within(HARD_LIMIT, async {
+        let stalled = MockProvider::gemini().fault(Fault::StallFirstToken).spawn().await.expect("mock");
+        let spare = healthy("spare").await;
+        let proxy = Proxy::start(&config(
+            "first_token_timeout_ms = 10000",
+            &[("stalled", &stalled, "", "first_token_timeout_ms = 150"), ("spare", &spare, "", "")],
+        ))
+        .await;
+        let got = post_chat(&proxy, &chat_body(true)).await;
+        assert_eq!(answered_by(&got), "spare");
+        assert!(
+            got.first_byte >= Duration::from_millis(150) && got.first_byte < Duration::from_millis(1500),
+            "{:?}",
+            got.first_byte
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_request_timeout_bounds_every_attempt() {
+    within(HARD_LIMIT, async {
+        let a = MockProvider::openai().fault(Fault::StallHeaders).spawn().await.expect("mock");
+        let b = MockProvider::anthropic().fault(Fault::StallFirstToken).spawn().await.expect("mock");
+        let proxy = Proxy::start(&config(
+            "first_token_timeout_ms = 5000\nrequest_timeout_ms = 300",
+            &[("a", &a, "", ""), ("b", &b, "", "")],
+        ))
+        .await;
+        let started = Instant::now();
+        let got = post_chat(&proxy, &chat_body(true)).await;
+        assert_eq!(got.status, 504, "{}", got.raw);
+        assert!(got.raw.contains("request_timeout"), "{}", got.raw);
+        assert!(started.elapsed() < Duration::from_millis(2000), "took {:?}", started.elapsed());
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_hedge_races_the_next_candidate_and_drops_the_loser() {
+    within(HARD_LIMIT, async {
+        let slow = MockProvider::anthropic()
+            .marker("slow")
+            .first_token_after(Duration::from_secs(3))
+            .spawn()
+            .await
+            .expect("mock");
+        let fast = MockProvider::gemini()
+            .marker("fast")
+            .first_token_after(Duration::from_millis(50))
+            .spawn()
+            .await
+            .expect("mock");
+        let proxy = Proxy::start(&config(
+            "first_token_timeout_ms = 10000\nhedge_after_ms = 100",
+            &[("slow", &slow, "", ""), ("fast", &fast, "", "")],
+        ))
+        .await;
+        let got = post_chat(&proxy, &chat_body(true)).await;
+        assert_eq!(answered_by(&got), "fast");
+        assert_eq!(got.streamed_text(), fast.provider().expected_text());
+        assert!(!got.raw.contains("slow"), "no byte of the loser");
+        assert_eq!(got.header("x-baton-attempts"), "1", "the loser did not fail; it was dropped");
+        assert!(
+            got.first_byte >= Duration::from_millis(150) && got.first_byte < Duration::from_millis(1000),
+            "{:?}",
+            got.first_byte
+        );
+        tokio::time::timeout(Duration::from_millis(500), slow.wait_closed_early(0))
+            .await
+            .expect("the loser's connection was closed, so it stops generating");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_primary_that_wins_the_race_keeps_the_answer() {
+    within(HARD_LIMIT, async {
+        let primary = MockProvider::openai()
+            .marker("primary")
+            .first_token_after(Duration::from_millis(150))
+            .spawn()
+            .await
+            .expect("mock");
+        let backup = MockProvider::gemini()
+            .marker("backup")
+            .first_token_after(Duration::from_secs(2))
+            .spawn()
+            .await
+            .expect("mock");
+        let proxy =
+            Proxy::start(&config("hedge_after_ms = 50", &[("primary", &primary, "", ""), ("backup", &backup, "", "")]))
+                .await;
+        let got = post_chat(&proxy, &chat_body(false)).await;
+        assert_eq!(answered_by(&got), "primary");
+        assert_eq!(got.json()["choices"][0]["message"]["content"], primary.provider().expected_text());
+        assert_eq!(backup.requests().len(), 1, "the hedge was sent");
+        tokio::time::timeout(Duration::from_millis(500), backup.wait_closed_early(0))
+            .await
+            .expect("the losing hedge was dropped");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_automatic_hedge_learns_the_primarys_latency() {
+    within(HARD_LIMIT, async {
+        let primary = MockProvider::anthropic()
+            .marker("primary")
+            .first_token_after(Duration::from_millis(20))
+            .fault(Fault::SlowFirstToken)
+            .slow_first_token(Duration::from_secs(5))
+            .schedule(Schedule::AfterRequests(20))
+            .spawn()
+            .await
+            .expect("mock");
+        let backup = MockProvider::openai()
+            .marker("backup")
+            .first_token_after(Duration::from_millis(20))
+            .spawn()
+            .await
+            .expect("mock");
+        let proxy = Proxy::start(&config(
+            "first_token_timeout_ms = 8000\nhedge_after_ms = \"auto\"",
+            &[("primary", &primary, "", ""), ("backup", &backup, "", "")],
+        ))
+        .await;
+        for _ in 0..20 {
+            assert_eq!(answered_by(&post_chat(&proxy, &chat_body(true)).await), "primary");
+        }
+        let got = post_chat(&proxy, &chat_body(true)).await;
+        assert_eq!(answered_by(&got), "backup", "the slow primary was hedged");
+        assert!(
+            got.first_byte < Duration::from_millis(1500),
+            "hedged near the primary's p95, not the 8 s deadline: {:?}",
+            got.first_byte
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_failure_inside_the_commit_window_still_fails_over_invisibly() {
+    within(HARD_LIMIT, async {
+        let breaks = MockProvider::anthropic()
+            .marker("breaks")
+            .fault(Fault::MidstreamClose)
+            .tokens_before_fault(2)
+            .spawn()
+            .await
+            .expect("mock");
+        let spare = healthy("spare").await;
+        let held =
+            Proxy::start(&config("commit_after_tokens = 3", &[("breaks", &breaks, "", ""), ("spare", &spare, "", "")]))
+                .await;
+        let got = post_chat(&held, &chat_body(true)).await;
+        assert_eq!(answered_by(&got), "spare");
+        assert_eq!(got.streamed_text(), spare.provider().expected_text());
+        assert!(!got.raw.contains("breaks"), "the two held tokens never reached the client: {}", got.raw);
+
+        let eager = Proxy::start(&config("", &[("breaks", &breaks, "", ""), ("spare", &spare, "", "")])).await;
+        let got = post_chat(&eager, &chat_body(true)).await;
+        assert_eq!(answered_by(&got), "breaks", "without a window the first token commits");
+        assert!(got.error_event().is_some());
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_time_window_holds_the_first_byte_back() {
+    within(HARD_LIMIT, async {
+        let steady = MockProvider::gemini()
+            .marker("steady")
+            .tokens(30)
+            .gap(Duration::from_millis(10))
+            .spawn()
+            .await
+            .expect("mock");
+        let proxy = Proxy::start(&config("commit_after_ms = 150", &[("steady", &steady, "", "")])).await;
+        let got = post_chat(&proxy, &chat_body(true)).await;
+        assert_eq!(answered_by(&got), "steady");
+        assert!(got.first_byte >= Duration::from_millis(150), "nothing before the window closed: {:?}", got.first_byte);
+        assert_eq!(
+            got.streamed_text(),
+            steady.provider().expected_text(),
+            "the held events are all delivered, in order"
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn midstream_failures_count_against_the_breaker() {
+    within(HARD_LIMIT, async {
+        let breaks = MockProvider::openai().fault(Fault::MidstreamStall).spawn().await.expect("mock");
+        let proxy = Proxy::start(&config(
+            "idle_timeout_ms = 100",
+            &[("breaks", &breaks, "breaker = { failure_threshold = 2, cooldown_ms = 60000 }", "")],
+        ))
+        .await;
+        for _ in 0..2 {
+            assert!(post_chat(&proxy, &chat_body(true)).await.error_event().is_some());
+        }
+        assert_eq!(proxy.engine.health().provider("breaks").breaker.state(), BreakerState::Open);
+    })
+    .await;
+}
