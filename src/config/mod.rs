@@ -41,6 +41,8 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Request bodies above this size are refused with 413.
     pub max_body_bytes: usize,
+    /// The credential for admin actions such as drills; none disables them.
+    pub admin_token: Option<Secret>,
     /// The providers, in file order.
     pub providers: Vec<Arc<Provider>>,
     /// The routes, in file order.

@@ -9,6 +9,7 @@ use toml::Spanned;
 pub(super) struct RawConfig {
     pub listen: Option<Spanned<String>>,
     pub max_body_bytes: Option<Spanned<u64>>,
+    pub admin_token: Option<Spanned<String>>,
     #[serde(default)]
     pub providers: Vec<Spanned<RawProvider>>,
     #[serde(default)]

@@ -64,6 +64,16 @@ impl Checker<'_> {
                 .ok_or_else(|| self.error(value, "max_body_bytes".into(), "must be a positive size in bytes"))?,
             None => DEFAULT_MAX_BODY_BYTES,
         };
+        let admin_token = match &raw.admin_token {
+            Some(value) => {
+                let token = self.expand(value, "admin_token")?;
+                if token.len() < 16 {
+                    return Err(self.error(value, "admin_token".into(), "must be at least 16 characters"));
+                }
+                Some(Secret::new(token))
+            }
+            None => None,
+        };
         let mut providers: Vec<Arc<Provider>> = Vec::new();
         for (i, raw_provider) in raw.providers.iter().enumerate() {
             let provider = self.provider(raw_provider.get_ref(), i)?;
@@ -91,7 +101,7 @@ impl Checker<'_> {
             }
             routes.push(route);
         }
-        Ok(Config { listen, max_body_bytes, providers, routes })
+        Ok(Config { listen, max_body_bytes, admin_token, providers, routes })
     }
 
     fn provider(&self, raw: &RawProvider, i: usize) -> Result<Provider, ConfigError> {

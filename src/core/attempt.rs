@@ -8,9 +8,10 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use tokio::time::{Instant, sleep, sleep_until, timeout_at};
 
+use super::drill::{DrillFault, Drills};
 use super::relay::StreamOutcome;
 use super::{AttemptRecord, Engine, Failure};
-use crate::config::{CommitWindow, Route, Target};
+use crate::config::{Route, Target};
 use crate::event::{ChatRequest, Event};
 use crate::providers::{EventStream, ProviderError, Upstream, driver};
 use crate::resilience::{ProviderHealth, backoff};
@@ -39,16 +40,23 @@ pub(super) struct TargetRun {
 impl Engine {
     /// Gives target `index` of `route` its turn, retrying it as the route and
     /// target allow.
-    pub(super) async fn run_target(&self, route: &Route, index: usize, req: &ChatRequest) -> TargetRun {
+    pub(super) async fn run_target(
+        &self,
+        route: &Route,
+        index: usize,
+        req: &ChatRequest,
+        drills: &Drills,
+    ) -> TargetRun {
         let mut run = TargetRun { index, failures: Vec::new(), opened: None };
         let Some(target) = route.targets.get(index) else { return run };
         let health = self.health.provider(&target.provider.name);
+        let drill = drills.for_provider(&target.provider.name);
         for retry in 0..=target.retries {
             let started = Instant::now();
             let outcome = if let Some(until) = health.rate_limited_until() {
                 Err(Failure::CoolingDown(until - started))
             } else if let Some(permit) = health.breaker.try_acquire() {
-                match self.open(target, req, route.commit, route.idle_timeout, started).await {
+                match self.open(target, req, route, drill, started).await {
                     Ok((held, rest, ttft)) => {
                         health.record_ttft(ttft);
                         Ok((held, rest, permit))
@@ -66,7 +74,10 @@ impl Engine {
             let failure = match outcome {
                 Ok((held, rest, permit)) => {
                     log_attempt(target, retry, started, None);
-                    let outcome = StreamOutcome::new(permit.commit(), Arc::clone(&health.breaker));
+                    let outcome = match drill {
+                        Some(_) => StreamOutcome::unrecorded(),
+                        None => StreamOutcome::new(permit.commit(), Arc::clone(&health.breaker)),
+                    };
                     run.opened = Some(Opened { held, rest, outcome });
                     return run;
                 }
@@ -115,17 +126,27 @@ impl Engine {
     /// within the target's first-token deadline of `started` (one absolute
     /// deadline covers connect, headers and every event before it), then the
     /// route's commit window. Returns the held events, the rest, and the time
-    /// to first token.
+    /// to first token. A drill replaces the provider's behaviour with its fault.
     async fn open(
         &self,
         target: &Target,
         req: &ChatRequest,
-        window: CommitWindow,
-        idle: Duration,
+        route: &Route,
+        drill: Option<DrillFault>,
         started: Instant,
     ) -> Result<(Vec<Event>, EventStream, Duration), Failure> {
+        let (window, idle) = (route.commit, route.idle_timeout);
         let first_token_deadline = started + target.first_token_timeout;
         let first_token_timeout = || Failure::FirstTokenTimeout(target.first_token_timeout.as_millis());
+        if let Some(fault) = drill {
+            if let Some(failure) = fault.immediate_failure() {
+                return Err(Failure::Drill(Box::new(Failure::Provider(failure))));
+            }
+            if fault == DrillFault::StallFirstToken {
+                sleep_until(first_token_deadline).await;
+                return Err(Failure::Drill(Box::new(first_token_timeout())));
+            }
+        }
         let upstream = Upstream {
             base_url: &target.provider.base_url,
             api_key: target.provider.api_key.as_ref().map(|key| key.expose()),
@@ -133,6 +154,9 @@ impl Engine {
         };
         let opening = driver::open(&self.http, target.provider.kind, upstream, req);
         let mut events = timeout_at(first_token_deadline, opening).await.map_err(|_| first_token_timeout())??;
+        if let Some(fault) = drill {
+            events = fault.break_after_commit(events);
+        }
         let mut held = Vec::new();
         let mut tokens = 0u32;
         let mut first_token_at = None;

@@ -32,9 +32,9 @@ pub enum Failure {
     /// Skipped: the provider asked for no requests until this much later.
     #[error("skipped: rate limited for {} ms more", .0.as_millis())]
     CoolingDown(Duration),
-    /// A synthetic failure injected by an operator's drill.
+    /// A synthetic failure injected by an operator's drill, standing for the real one.
     #[error("drill: {0}")]
-    Drill(&'static str),
+    Drill(Box<Failure>),
 }
 
 impl Failure {
@@ -48,7 +48,7 @@ impl Failure {
             Failure::RequestTimeout(_) => "request_timeout",
             Failure::BreakerOpen => "breaker_open",
             Failure::CoolingDown(_) => "cooling_down",
-            Failure::Drill(class) => class,
+            Failure::Drill(_) => "drill",
         }
     }
 
@@ -56,6 +56,7 @@ impl Failure {
     pub fn is_failover(&self) -> bool {
         match self {
             Failure::Provider(err) => err.is_failover(),
+            Failure::Drill(real) => real.is_failover(),
             _ => true,
         }
     }
@@ -99,11 +100,17 @@ impl Failure {
     }
 
     fn is_rate_limit(&self) -> bool {
-        matches!(self, Failure::Provider(ProviderError::RateLimited { .. }) | Failure::CoolingDown(_))
+        match self {
+            Failure::Drill(real) => real.is_rate_limit(),
+            _ => matches!(self, Failure::Provider(ProviderError::RateLimited { .. }) | Failure::CoolingDown(_)),
+        }
     }
 
     fn is_timeout(&self) -> bool {
-        matches!(self, Failure::FirstTokenTimeout(_) | Failure::IdleTimeout(_) | Failure::RequestTimeout(_))
+        match self {
+            Failure::Drill(real) => real.is_timeout(),
+            _ => matches!(self, Failure::FirstTokenTimeout(_) | Failure::IdleTimeout(_) | Failure::RequestTimeout(_)),
+        }
     }
 }
 

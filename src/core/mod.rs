@@ -4,6 +4,7 @@
 //! client side or any provider's wire format.
 
 mod attempt;
+mod drill;
 mod failure;
 mod relay;
 
@@ -16,6 +17,7 @@ use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use tokio::time::{Instant, sleep_until};
 
+pub use drill::{DrillFault, Drills};
 pub use failure::{AttemptRecord, Failure, ProxyError};
 pub use relay::CommittedStream;
 
@@ -83,15 +85,15 @@ impl Engine {
     }
 
     /// Streams `req` from the first target of `route` that commits.
-    pub async fn stream(&self, route: &Route, req: &ChatRequest) -> Result<Committed, ProxyError> {
-        let (winner, events) = self.run(route, req, |events| async move { Ok(events) }).await?;
+    pub async fn stream(&self, route: &Route, req: &ChatRequest, drills: &Drills) -> Result<Committed, ProxyError> {
+        let (winner, events) = self.run(route, req, drills, |events| async move { Ok(events) }).await?;
         Ok(Committed { winner, events })
     }
 
     /// Reads a whole answer to `req` from the first target of `route` that
     /// completes one; a failure anywhere before the end moves on.
-    pub async fn complete(&self, route: &Route, req: &ChatRequest) -> Result<Completed, ProxyError> {
-        let (winner, events) = self.run(route, req, relay::collect).await?;
+    pub async fn complete(&self, route: &Route, req: &ChatRequest, drills: &Drills) -> Result<Completed, ProxyError> {
+        let (winner, events) = self.run(route, req, drills, relay::collect).await?;
         Ok(Completed { winner, events })
     }
 
@@ -99,7 +101,13 @@ impl Engine {
     /// its stream. A turn starts when the previous one failed, or — with a
     /// hedge — when it has gone too long without committing; the first to
     /// commit wins and the others are dropped, closing their connections.
-    async fn run<T, F, Fut>(&self, route: &Route, req: &ChatRequest, finish: F) -> Result<(Winner, T), ProxyError>
+    async fn run<T, F, Fut>(
+        &self,
+        route: &Route,
+        req: &ChatRequest,
+        drills: &Drills,
+        finish: F,
+    ) -> Result<(Winner, T), ProxyError>
     where
         F: Fn(CommittedStream) -> Fut,
         Fut: Future<Output = Result<T, Failure>>,
@@ -117,7 +125,7 @@ impl Engine {
                 while let Some(target) = route.targets.get(next_target) {
                     next_target += 1;
                     if needs_window_above.is_none_or(|floor| target.context_window.is_some_and(|w| w > floor)) {
-                        turns.push(Box::pin(self.run_target(route, next_target - 1, req)));
+                        turns.push(Box::pin(self.run_target(route, next_target - 1, req, drills)));
                         last_start = Instant::now();
                         break;
                     }

@@ -20,13 +20,18 @@ pub type CommittedStream = Pin<Box<dyn Stream<Item = Result<Event, Failure>> + S
 /// (the stream dropped before its end) nothing at all.
 pub(super) struct StreamOutcome {
     permit: Option<Permit>,
-    breaker: Arc<Breaker>,
+    breaker: Option<Arc<Breaker>>,
 }
 
 impl StreamOutcome {
     /// `permit` is what is left to settle after commit (a probe settles at commit).
     pub(super) fn new(permit: Option<Permit>, breaker: Arc<Breaker>) -> Self {
-        StreamOutcome { permit, breaker }
+        StreamOutcome { permit, breaker: Some(breaker) }
+    }
+
+    /// An answer whose end says nothing about the provider (a drill's).
+    pub(super) fn unrecorded() -> Self {
+        StreamOutcome { permit: None, breaker: None }
     }
 
     fn complete(self) {
@@ -36,9 +41,10 @@ impl StreamOutcome {
     }
 
     fn failed(self) {
-        match self.permit {
-            Some(permit) => permit.failure(),
-            None => self.breaker.record_failure(),
+        match (self.permit, self.breaker) {
+            (Some(permit), _) => permit.failure(),
+            (None, Some(breaker)) => breaker.record_failure(),
+            (None, None) => {}
         }
     }
 }

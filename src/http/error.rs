@@ -39,6 +39,11 @@ impl ApiError {
         Self::new(StatusCode::PAYLOAD_TOO_LARGE, "invalid_request_error", "request_too_large", message)
     }
 
+    /// An admin action without the admin credential.
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "permission_error", "forbidden", message)
+    }
+
     /// A path baton does not serve.
     pub fn not_found(path: &str) -> Self {
         Self::new(StatusCode::NOT_FOUND, "invalid_request_error", "not_found", format!("no such endpoint: {path}"))

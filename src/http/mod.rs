@@ -1,6 +1,7 @@
 //! The only axum code: routes, the chat handler, and error responses. Handlers
 //! never fail; every error becomes an OpenAI-shaped response here at the edge.
 
+mod admin;
 mod egress;
 mod error;
 mod ingress;
@@ -63,6 +64,7 @@ async fn chat(State(state): State<AppState>, request: Request) -> Response {
 }
 
 async fn serve_chat(state: &AppState, request: Request) -> Result<Response, ApiError> {
+    let drills = admin::drills(request.headers(), &state.config)?;
     let body = read_body(request.into_body(), state.config.max_body_bytes).await?;
     let ingress = ingress::parse(&body)?;
     let route = state.config.route(&ingress.model).ok_or_else(|| {
@@ -71,7 +73,7 @@ async fn serve_chat(state: &AppState, request: Request) -> Result<Response, ApiE
     })?;
     let mut waiting = ClientGone::watch(&route.model, "before_commit");
     if ingress.stream {
-        let committed = state.engine.stream(route, &ingress.request).await;
+        let committed = state.engine.stream(route, &ingress.request, &drills).await;
         waiting.disarm();
         let committed = committed?;
         let encoder = ChunkEncoder::new(Answer::new(&committed.winner.model), ingress.include_usage);
@@ -84,7 +86,7 @@ async fn serve_chat(state: &AppState, request: Request) -> Result<Response, ApiE
         winner_headers(headers, &committed.winner);
         Ok(response)
     } else {
-        let completed = state.engine.complete(route, &ingress.request).await;
+        let completed = state.engine.complete(route, &ingress.request, &drills).await;
         waiting.disarm();
         let completed = completed?;
         let body = egress::completion(Answer::new(&completed.winner.model), completed.events);
