@@ -45,8 +45,8 @@ pub struct Config {
     pub admin_token: Option<Secret>,
     /// The providers, in file order.
     pub providers: Vec<Arc<Provider>>,
-    /// The routes, in file order.
-    pub routes: Vec<Route>,
+    /// The routes, in file order; shared with the streams that use them.
+    pub routes: Vec<Arc<Route>>,
 }
 
 /// One upstream API account.
@@ -81,6 +81,10 @@ pub struct Route {
     pub retry_backoff: Duration,
     /// The longest `Retry-After` worth waiting for; a longer one fails over.
     pub max_retry_wait: Duration,
+    /// What a stream that breaks after commit does.
+    pub on_midstream_failure: MidstreamPolicy,
+    /// How many times one answer may be resumed.
+    pub max_resumes: u32,
     /// Candidates, in the order they are tried.
     pub targets: Vec<Target>,
 }
@@ -93,6 +97,15 @@ pub enum Hedge {
     After(Duration),
     /// The primary's recent p95 time to first token, within a floor and a ceiling.
     Auto,
+}
+
+/// What happens when a committed stream breaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MidstreamPolicy {
+    /// End the stream with an error event and no `[DONE]`.
+    Error,
+    /// Ask the next candidate to continue the answer and splice it in.
+    Resume,
 }
 
 /// An attempt commits once it has produced `tokens` content events and
@@ -120,11 +133,14 @@ pub struct Target {
     pub first_token_timeout: Duration,
     /// How often a 429, 5xx or connection failure is retried here before moving on.
     pub retries: u32,
+    /// Whether the model continues a partial answer given as a final
+    /// assistant message (prefill); many current models reject that.
+    pub prefill: bool,
 }
 
 impl Config {
     /// Finds the route a client's `model` names.
-    pub fn route(&self, model: &str) -> Option<&Route> {
+    pub fn route(&self, model: &str) -> Option<&Arc<Route>> {
         self.routes.iter().find(|route| route.model == model)
     }
 }

@@ -47,6 +47,8 @@ pub(super) struct RawRoute {
     pub commit_after_ms: Option<Spanned<u64>>,
     pub retry_backoff_ms: Option<Spanned<u64>>,
     pub max_retry_wait_ms: Option<Spanned<u64>>,
+    pub on_midstream_failure: Option<Spanned<String>>,
+    pub max_resumes: Option<Spanned<u32>>,
     pub targets: Spanned<Vec<Spanned<RawTarget>>>,
 }
 
@@ -65,4 +67,5 @@ pub(super) struct RawTarget {
     pub context_window: Option<Spanned<u64>>,
     pub first_token_timeout_ms: Option<Spanned<u64>>,
     pub retries: Option<Spanned<u32>>,
+    pub prefill: Option<bool>,
 }

@@ -88,7 +88,7 @@ impl Checker<'_> {
             providers.push(Arc::new(provider));
         }
         let by_name: HashMap<&str, &Arc<Provider>> = providers.iter().map(|p| (p.name.as_str(), p)).collect();
-        let mut routes: Vec<Route> = Vec::new();
+        let mut routes: Vec<Arc<Route>> = Vec::new();
         for (i, raw_route) in raw.routes.iter().enumerate() {
             let route = self.route(raw_route.get_ref(), i, &by_name)?;
             if routes.iter().any(|r| r.model == route.model) {
@@ -99,7 +99,7 @@ impl Checker<'_> {
                     format!("duplicate route {:?}", route.model),
                 ));
             }
-            routes.push(route);
+            routes.push(Arc::new(route));
         }
         Ok(Config { listen, max_body_bytes, admin_token, providers, routes })
     }
@@ -212,6 +212,21 @@ impl Checker<'_> {
             self.millis(raw.retry_backoff_ms.as_ref(), &key("retry_backoff_ms"), DEFAULT_RETRY_BACKOFF)?;
         let max_retry_wait =
             raw.max_retry_wait_ms.as_ref().map_or(DEFAULT_MAX_RETRY_WAIT, |ms| Duration::from_millis(*ms.get_ref()));
+        let on_midstream_failure = match &raw.on_midstream_failure {
+            None => MidstreamPolicy::Error,
+            Some(value) => match value.get_ref().as_str() {
+                "error" => MidstreamPolicy::Error,
+                "resume" => MidstreamPolicy::Resume,
+                other => {
+                    return Err(self.error(
+                        value,
+                        key("on_midstream_failure"),
+                        format!("{other:?} is neither \"error\" nor \"resume\""),
+                    ));
+                }
+            },
+        };
+        let max_resumes = raw.max_resumes.as_ref().map_or(1, |n| *n.get_ref());
         if raw.targets.get_ref().is_empty() {
             return Err(self.error(&raw.targets, key("targets"), "a route needs at least one target"));
         }
@@ -233,9 +248,21 @@ impl Checker<'_> {
                     first_token_timeout,
                 )?,
                 retries: target.retries.as_ref().map_or(0, |n| *n.get_ref()),
+                prefill: target.prefill.unwrap_or(false),
             });
         }
-        Ok(Route { model, idle_timeout, request_timeout, hedge, commit, retry_backoff, max_retry_wait, targets })
+        Ok(Route {
+            model,
+            idle_timeout,
+            request_timeout,
+            hedge,
+            commit,
+            retry_backoff,
+            max_retry_wait,
+            on_midstream_failure,
+            max_resumes,
+            targets,
+        })
     }
 
     fn millis(&self, value: Option<&Spanned<u64>>, key: &str, default: Duration) -> Result<Duration, ConfigError> {

@@ -2,6 +2,7 @@
 //! to the commit point under the first-token deadline, and retries of the
 //! failures worth retrying. Every failure is recorded, in order.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,6 +11,7 @@ use tokio::time::{Instant, sleep, sleep_until, timeout_at};
 
 use super::drill::{DrillFault, Drills};
 use super::relay::StreamOutcome;
+use super::splice;
 use super::{AttemptRecord, Engine, Failure};
 use crate::config::{Route, Target};
 use crate::event::{ChatRequest, Event};
@@ -37,26 +39,52 @@ pub(super) struct TargetRun {
     pub opened: Option<Opened>,
 }
 
+/// What a turn asks of its target: the client's request, or the rest of an
+/// answer that broke after it reached the client.
+#[derive(Clone, Copy)]
+pub(super) enum Ask<'a> {
+    /// The client's request as it came.
+    Fresh(&'a ChatRequest),
+    /// Continue `partial`, the answer so far to `original`.
+    Resume {
+        /// The client's request.
+        original: &'a ChatRequest,
+        /// The text the client already has.
+        partial: &'a str,
+    },
+}
+
+impl Ask<'_> {
+    /// The request for `target`: a continuation prefills the partial answer
+    /// only where the target declares it can.
+    fn request_for(&self, target: &Target) -> (Cow<'_, ChatRequest>, bool) {
+        match *self {
+            Ask::Fresh(request) => (Cow::Borrowed(request), false),
+            Ask::Resume { original, partial } if target.prefill => {
+                (Cow::Owned(splice::prefill_request(original, partial)), true)
+            }
+            Ask::Resume { original, partial } => (Cow::Owned(splice::instruction_request(original, partial)), false),
+        }
+    }
+}
+
 impl Engine {
     /// Gives target `index` of `route` its turn, retrying it as the route and
-    /// target allow.
-    pub(super) async fn run_target(
-        &self,
-        route: &Route,
-        index: usize,
-        req: &ChatRequest,
-        drills: &Drills,
-    ) -> TargetRun {
+    /// target allow. A rejected prefill continuation is tried again at once
+    /// as an instruction, without spending a retry.
+    pub(super) async fn run_target(&self, route: &Route, index: usize, ask: Ask<'_>, drills: &Drills) -> TargetRun {
         let mut run = TargetRun { index, failures: Vec::new(), opened: None };
         let Some(target) = route.targets.get(index) else { return run };
         let health = self.health.provider(&target.provider.name);
         let drill = drills.for_provider(&target.provider.name);
-        for retry in 0..=target.retries {
+        let (mut req, mut prefilled) = ask.request_for(target);
+        let mut retry = 0;
+        loop {
             let started = Instant::now();
             let outcome = if let Some(until) = health.rate_limited_until() {
                 Err(Failure::CoolingDown(until - started))
             } else if let Some(permit) = health.breaker.try_acquire() {
-                match self.open(target, req, route, drill, started).await {
+                match self.open(target, &req, route, drill, started).await {
                     Ok((held, rest, ttft)) => {
                         health.record_ttft(ttft);
                         Ok((held, rest, permit))
@@ -84,6 +112,7 @@ impl Engine {
                 Err(failure) => failure,
             };
             log_attempt(target, retry, started, Some(&failure));
+            let prefill_rejected = prefilled && matches!(failure, Failure::Provider(ProviderError::BadRequest { .. }));
             let wait = self.retry_wait(route, target, &health, &failure, retry);
             run.failures.push(AttemptRecord {
                 provider: target.provider.name.clone(),
@@ -91,12 +120,19 @@ impl Engine {
                 failure,
                 elapsed: started.elapsed(),
             });
+            if prefill_rejected {
+                if let Ask::Resume { original, partial } = ask {
+                    req = Cow::Owned(splice::instruction_request(original, partial));
+                    prefilled = false;
+                    continue;
+                }
+            }
             match wait {
                 Some(wait) => sleep(wait).await,
-                None => break,
+                None => return run,
             }
+            retry += 1;
         }
-        run
     }
 
     /// How long to wait before trying `target` again after `failure`, or

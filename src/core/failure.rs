@@ -32,6 +32,14 @@ pub enum Failure {
     /// Skipped: the provider asked for no requests until this much later.
     #[error("skipped: rate limited for {} ms more", .0.as_millis())]
     CoolingDown(Duration),
+    /// A committed stream broke and no candidate could continue it.
+    #[error("{broke}; resuming failed: {why}")]
+    Unresumed {
+        /// What broke the stream.
+        broke: Box<Failure>,
+        /// Why no continuation was had.
+        why: String,
+    },
     /// A synthetic failure injected by an operator's drill, standing for the real one.
     #[error("drill: {0}")]
     Drill(Box<Failure>),
@@ -48,6 +56,7 @@ impl Failure {
             Failure::RequestTimeout(_) => "request_timeout",
             Failure::BreakerOpen => "breaker_open",
             Failure::CoolingDown(_) => "cooling_down",
+            Failure::Unresumed { broke, .. } => broke.kind(),
             Failure::Drill(_) => "drill",
         }
     }
@@ -81,7 +90,11 @@ impl Failure {
         match self {
             Failure::Provider(ProviderError::RateLimited { .. } | ProviderError::BadRequest { .. }) => false,
             Failure::Provider(_) | Failure::FirstTokenTimeout(_) | Failure::IdleTimeout(_) | Failure::Empty => true,
-            Failure::RequestTimeout(_) | Failure::BreakerOpen | Failure::CoolingDown(_) | Failure::Drill(_) => false,
+            Failure::RequestTimeout(_)
+            | Failure::BreakerOpen
+            | Failure::CoolingDown(_)
+            | Failure::Drill(_)
+            | Failure::Unresumed { .. } => false,
         }
     }
 

@@ -7,6 +7,8 @@ mod attempt;
 mod drill;
 mod failure;
 mod relay;
+mod resume;
+mod splice;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -21,11 +23,11 @@ pub use drill::{DrillFault, Drills};
 pub use failure::{AttemptRecord, Failure, ProxyError};
 pub use relay::CommittedStream;
 
-use crate::config::{Config, Hedge, Provider, Route};
+use crate::config::{Config, Hedge, MidstreamPolicy, Provider, Route};
 use crate::event::{ChatRequest, Event};
 use crate::providers::ProviderError;
 use crate::resilience::Health;
-use attempt::TargetRun;
+use attempt::{Ask, TargetRun};
 
 /// The shortest automatic hedge delay, so a fast primary is not hedged on noise.
 const HEDGE_AUTO_FLOOR: Duration = Duration::from_millis(50);
@@ -47,6 +49,18 @@ pub struct Winner {
     pub model: String,
     /// Requests sent, the winner's included (skipped candidates are not counted).
     pub attempts: u32,
+    /// The winner's position among the route's targets.
+    pub target: usize,
+}
+
+/// One pass of the attempt loop: what to ask, of which targets in which
+/// order, and by when.
+struct Plan<'a> {
+    route: &'a Route,
+    ask: Ask<'a>,
+    drills: &'a Drills,
+    order: Vec<usize>,
+    deadline: Option<Instant>,
 }
 
 /// A streamed answer that has committed: its first token is in hand.
@@ -84,37 +98,44 @@ impl Engine {
         &self.health
     }
 
-    /// Streams `req` from the first target of `route` that commits.
-    pub async fn stream(&self, route: &Route, req: &ChatRequest, drills: &Drills) -> Result<Committed, ProxyError> {
-        let (winner, events) = self.run(route, req, drills, |events| async move { Ok(events) }).await?;
+    /// Streams `req` from the first target of `route` that commits. With
+    /// `on_midstream_failure = "resume"`, a stream that breaks later is
+    /// continued by another candidate.
+    pub async fn stream(&self, route: &Arc<Route>, req: ChatRequest, drills: Drills) -> Result<Committed, ProxyError> {
+        let deadline = route.request_timeout.map(|timeout| Instant::now() + timeout);
+        let plan =
+            Plan { route, ask: Ask::Fresh(&req), drills: &drills, order: (0..route.targets.len()).collect(), deadline };
+        let (winner, events) = self.run(plan, |events| async move { Ok(events) }).await?;
+        let events = match route.on_midstream_failure {
+            MidstreamPolicy::Error => events,
+            MidstreamPolicy::Resume => {
+                resume::resumable(self.clone(), Arc::clone(route), req, drills, &winner, deadline, events)
+            }
+        };
         Ok(Committed { winner, events })
     }
 
     /// Reads a whole answer to `req` from the first target of `route` that
     /// completes one; a failure anywhere before the end moves on.
     pub async fn complete(&self, route: &Route, req: &ChatRequest, drills: &Drills) -> Result<Completed, ProxyError> {
-        let (winner, events) = self.run(route, req, drills, relay::collect).await?;
+        let deadline = route.request_timeout.map(|timeout| Instant::now() + timeout);
+        let plan = Plan { route, ask: Ask::Fresh(req), drills, order: (0..route.targets.len()).collect(), deadline };
+        let (winner, events) = self.run(plan, relay::collect).await?;
         Ok(Completed { winner, events })
     }
 
-    /// Gives the targets their turns until one commits and `finish` accepts
-    /// its stream. A turn starts when the previous one failed, or — with a
-    /// hedge — when it has gone too long without committing; the first to
-    /// commit wins and the others are dropped, closing their connections.
-    async fn run<T, F, Fut>(
-        &self,
-        route: &Route,
-        req: &ChatRequest,
-        drills: &Drills,
-        finish: F,
-    ) -> Result<(Winner, T), ProxyError>
+    /// Gives the planned targets their turns until one commits and `finish`
+    /// accepts its stream. A turn starts when the previous one failed, or —
+    /// with a hedge — when it has gone too long without committing; the first
+    /// to commit wins and the others are dropped, closing their connections.
+    async fn run<T, F, Fut>(&self, plan: Plan<'_>, finish: F) -> Result<(Winner, T), ProxyError>
     where
         F: Fn(CommittedStream) -> Fut,
         Fut: Future<Output = Result<T, Failure>>,
     {
-        let request_deadline = route.request_timeout.map(|timeout| Instant::now() + timeout);
+        let route = plan.route;
         let mut failed: Vec<AttemptRecord> = Vec::new();
-        let mut next_target = 0;
+        let mut pending = plan.order.iter().copied().peekable();
         let mut needs_window_above: Option<u64> = None;
         let mut turns: FuturesUnordered<Pin<Box<dyn Future<Output = TargetRun> + Send + '_>>> = FuturesUnordered::new();
         let mut last_start = Instant::now();
@@ -122,34 +143,33 @@ impl Engine {
             let idle = turns.is_empty();
             let hedge_due = !idle && self.hedge_delay(route).is_some_and(|delay| last_start + delay <= Instant::now());
             if idle || hedge_due {
-                while let Some(target) = route.targets.get(next_target) {
-                    next_target += 1;
-                    if needs_window_above.is_none_or(|floor| target.context_window.is_some_and(|w| w > floor)) {
-                        turns.push(Box::pin(self.run_target(route, next_target - 1, req, drills)));
-                        last_start = Instant::now();
-                        break;
-                    }
+                let fits = |index: &usize| {
+                    let window = route.targets.get(*index).and_then(|t| t.context_window);
+                    needs_window_above.is_none_or(|floor| window.is_some_and(|w| w > floor))
+                };
+                if let Some(index) = pending.by_ref().find(fits) {
+                    turns.push(Box::pin(self.run_target(route, index, plan.ask, plan.drills)));
+                    last_start = Instant::now();
                 }
             }
             if turns.is_empty() {
                 break;
             }
-            let hedge_at =
-                self.hedge_delay(route).filter(|_| next_target < route.targets.len()).map(|d| last_start + d);
-            let wake_at = [hedge_at, request_deadline].into_iter().flatten().min();
+            let hedge_at = self.hedge_delay(route).filter(|_| pending.peek().is_some()).map(|d| last_start + d);
+            let wake_at = [hedge_at, plan.deadline].into_iter().flatten().min();
             let run = tokio::select! {
                 Some(run) = turns.next() => run,
                 () = sleep_until(wake_at.unwrap_or_else(far_future)), if wake_at.is_some() => {
-                    if request_deadline.is_some_and(|deadline| deadline <= Instant::now()) {
+                    if plan.deadline.is_some_and(|deadline| deadline <= Instant::now()) {
                         failed.push(request_timeout_record(route));
                         break;
                     }
                     continue;
                 }
             };
-            let target = &route.targets[run.index];
+            let Some(target) = route.targets.get(run.index) else { continue };
             failed.extend(run.failures);
-            if let Some(last) = failed.last() {
+            if let (Ask::Fresh(_), Some(last)) = (plan.ask, failed.last()) {
                 if let Failure::Provider(ProviderError::BadRequest { context_length, .. }) = &last.failure {
                     match target.context_window.filter(|_| *context_length) {
                         Some(window) => needs_window_above = Some(window),
@@ -169,8 +189,12 @@ impl Engine {
             let started = Instant::now();
             match finish(relay::committed(opened.held, opened.rest, route.idle_timeout, opened.outcome)).await {
                 Ok(answer) => {
-                    let winner =
-                        Winner { provider: Arc::clone(&target.provider), model: target.model.clone(), attempts };
+                    let winner = Winner {
+                        provider: Arc::clone(&target.provider),
+                        model: target.model.clone(),
+                        attempts,
+                        target: run.index,
+                    };
                     return Ok((winner, answer));
                 }
                 Err(failure) => failed.push(AttemptRecord {
@@ -182,8 +206,10 @@ impl Engine {
             }
         }
         // A context-length error that no later target had the window for goes back to the client.
-        if let Some(last) = failed.pop_if(|record| !record.failure.is_failover()) {
-            return Err(ProxyError::rejected(last));
+        if matches!(plan.ask, Ask::Fresh(_)) {
+            if let Some(last) = failed.pop_if(|record| !record.failure.is_failover()) {
+                return Err(ProxyError::rejected(last));
+            }
         }
         Err(ProxyError::AllFailed(failed))
     }

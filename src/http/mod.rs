@@ -73,7 +73,7 @@ async fn serve_chat(state: &AppState, request: Request) -> Result<Response, ApiE
     })?;
     let mut waiting = ClientGone::watch(&route.model, "before_commit");
     if ingress.stream {
-        let committed = state.engine.stream(route, &ingress.request, &drills).await;
+        let committed = state.engine.stream(route, ingress.request, drills).await;
         waiting.disarm();
         let committed = committed?;
         let encoder = ChunkEncoder::new(Answer::new(&committed.winner.model), ingress.include_usage);

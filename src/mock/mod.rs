@@ -42,6 +42,10 @@ pub enum Fault {
     MidstreamStall,
     /// Send a few tokens, then end the body without the end marker.
     MidstreamClose,
+    /// Send a few tokens, then an event no decoder can read.
+    MidstreamMalformed,
+    /// Send a few tokens, then the provider's error event.
+    MidstreamErrorEvent,
     /// Answer 200 with a JSON body instead of an event stream.
     NotSse,
     /// Answer 400: the request itself is wrong, and no other provider would take it.
@@ -52,7 +56,7 @@ pub enum Fault {
 
 impl Fault {
     /// Every fault a simulated provider can inject.
-    pub const ALL: [Fault; 15] = [
+    pub const ALL: [Fault; 17] = [
         Fault::Refuse,
         Fault::Http5xx,
         Fault::Http429,
@@ -65,6 +69,8 @@ impl Fault {
         Fault::SlowFirstToken,
         Fault::MidstreamStall,
         Fault::MidstreamClose,
+        Fault::MidstreamMalformed,
+        Fault::MidstreamErrorEvent,
         Fault::NotSse,
         Fault::BadRequest,
         Fault::ContextLength,
@@ -85,6 +91,8 @@ impl Fault {
             Fault::SlowFirstToken => "slow_first_token",
             Fault::MidstreamStall => "midstream_stall",
             Fault::MidstreamClose => "midstream_close",
+            Fault::MidstreamMalformed => "midstream_malformed",
+            Fault::MidstreamErrorEvent => "midstream_error_event",
             Fault::NotSse => "not_sse",
             Fault::BadRequest => "bad_request",
             Fault::ContextLength => "context_length",
@@ -95,6 +103,18 @@ impl Fault {
     pub fn from_name(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|fault| fault.name() == name)
     }
+}
+
+/// How a provider continues a partial answer it finds in the request (its
+/// own marker words, sent back by a gateway resuming a broken stream).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Continuation {
+    /// Go on from the next word.
+    Clean,
+    /// Repeat this many of the last words first.
+    RepeatLast(usize),
+    /// Start the whole answer again.
+    Restart,
 }
 
 /// Which requests get a fault.
@@ -131,6 +151,9 @@ pub struct MockProvider {
     api_key: Option<String>,
     retry_after_secs: u64,
     retry_after_as_date: bool,
+    continuation: Continuation,
+    rejects_prefill: bool,
+    tool_call: bool,
 }
 
 impl MockProvider {
@@ -149,6 +172,9 @@ impl MockProvider {
             api_key: None,
             retry_after_secs: 1,
             retry_after_as_date: false,
+            continuation: Continuation::Clean,
+            rejects_prefill: false,
+            tool_call: false,
         }
     }
 
@@ -235,6 +261,25 @@ impl MockProvider {
     /// Sends `Retry-After` as an HTTP date instead of seconds.
     pub fn retry_after_as_date(mut self) -> Self {
         self.retry_after_as_date = true;
+        self
+    }
+
+    /// How it continues a partial answer found in the request.
+    pub fn continuation(mut self, continuation: Continuation) -> Self {
+        self.continuation = continuation;
+        self
+    }
+
+    /// Answers 400 to a conversation that ends with an assistant message, as
+    /// several current models do.
+    pub fn rejects_prefill(mut self) -> Self {
+        self.rejects_prefill = true;
+        self
+    }
+
+    /// Calls a tool (`get_weather`) before its text.
+    pub fn tool_call(mut self) -> Self {
+        self.tool_call = true;
         self
     }
 

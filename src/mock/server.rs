@@ -125,6 +125,10 @@ impl Exchange<'_, '_> {
                 self.json_response(400, "Bad Request", wire::context_length_message(kind), &[]).await
             }
             Some(Fault::StallHeaders) => Ok(wait_peer_closed(reader).await),
+            _ if provider.rejects_prefill && ends_with_assistant(kind, self.request) => {
+                let message = "This model does not support assistant message prefill. The conversation must end with a user message.";
+                self.json_response(400, "Bad Request", message, &[]).await
+            }
             _ => self.stream(fault, reader).await,
         }
     }
@@ -166,6 +170,7 @@ impl Exchange<'_, '_> {
         for event in wire::preamble(kind, &model) {
             out.send(&event).await?;
         }
+        let start = continuation_start(provider, self.request);
         let tokens = match fault {
             Some(Fault::RoleThenStall) => return Ok(wait_peer_closed(out.reader).await),
             Some(Fault::Malformed) => {
@@ -177,15 +182,22 @@ impl Exchange<'_, '_> {
                 out.end().await?;
                 return Ok(Next::Close);
             }
-            Some(Fault::MidstreamStall | Fault::MidstreamClose) => provider.tokens_before_fault.min(provider.tokens),
+            Some(
+                Fault::MidstreamStall | Fault::MidstreamClose | Fault::MidstreamMalformed | Fault::MidstreamErrorEvent,
+            ) => (start + provider.tokens_before_fault).min(provider.tokens),
             _ => provider.tokens,
         };
+        if provider.tool_call {
+            for event in wire::tool_call(kind, &model) {
+                out.send(&event).await?;
+            }
+        }
         let mut first_delay = provider.first_token_after;
         if fault == Some(Fault::SlowFirstToken) {
             first_delay += provider.slow_first_token;
         }
-        for i in 0..tokens {
-            let delay = if i == 0 { first_delay } else { provider.gap };
+        for i in start..tokens {
+            let delay = if i == start { first_delay } else { provider.gap };
             if out.pause(delay).await {
                 return Ok(Next::PeerClosed);
             }
@@ -197,8 +209,17 @@ impl Exchange<'_, '_> {
                 out.end().await?;
                 Ok(Next::Close)
             }
+            Some(Fault::MidstreamMalformed) => {
+                out.send(&wire::malformed(kind)).await?;
+                Ok(wait_peer_closed(out.reader).await)
+            }
+            Some(Fault::MidstreamErrorEvent) => {
+                out.send(&wire::error_event(kind)).await?;
+                out.end().await?;
+                Ok(Next::Close)
+            }
             _ => {
-                for event in wire::finish(kind, &model, tokens) {
+                for event in wire::finish(kind, &model, tokens - start) {
                     out.send(&event).await?;
                 }
                 out.end().await?;
@@ -246,6 +267,32 @@ async fn wait_peer_closed(reader: &mut ReadHalf<'_>) -> Next {
             Ok(_) => {}
         }
     }
+}
+
+/// Where an answer starts: at 0, or — when the request carries a partial
+/// answer in this provider's marker words — where the provider's
+/// [`Continuation`](super::Continuation) says to go on from it.
+fn continuation_start(provider: &MockProvider, request: &RecordedRequest) -> usize {
+    let body = request.body.to_string();
+    let said = (0..provider.tokens).take_while(|i| body.contains(&format!("{}{i}", provider.marker))).count();
+    if said == 0 {
+        return 0;
+    }
+    match provider.continuation {
+        super::Continuation::Clean => said,
+        super::Continuation::RepeatLast(words) => said.saturating_sub(words),
+        super::Continuation::Restart => 0,
+    }
+}
+
+/// Whether the conversation ends with the model's own words (a prefill).
+fn ends_with_assistant(kind: ProviderKind, request: &RecordedRequest) -> bool {
+    let (list, model_role) = match kind {
+        ProviderKind::Gemini => ("contents", "model"),
+        ProviderKind::OpenAi | ProviderKind::Anthropic => ("messages", "assistant"),
+    };
+    let last = request.body.get(list).and_then(|messages| messages.as_array()).and_then(|messages| messages.last());
+    last.and_then(|message| message.get("role")).and_then(|role| role.as_str()) == Some(model_role)
 }
 
 fn model_of(kind: ProviderKind, request: &RecordedRequest) -> String {

@@ -67,6 +67,33 @@ pub fn text(kind: ProviderKind, model: &str, text: &str) -> String {
     }
 }
 
+/// A whole tool call (`get_weather` for Paris) as the provider streams one.
+pub fn tool_call(kind: ProviderKind, model: &str) -> Vec<String> {
+    match kind {
+        ProviderKind::OpenAi => vec![data(&openai_chunk(
+            model,
+            json!({"tool_calls": [{"index": 0, "id": "call_mock", "type": "function",
+                "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]}),
+            None,
+        ))],
+        ProviderKind::Anthropic => vec![
+            named(
+                "content_block_start",
+                &json!({"type": "content_block_start", "index": 1,
+                "content_block": {"type": "tool_use", "id": "toolu_mock", "name": "get_weather", "input": {}}}),
+            ),
+            named(
+                "content_block_delta",
+                &json!({"type": "content_block_delta", "index": 1,
+                "delta": {"type": "input_json_delta", "partial_json": "{\"city\": \"Paris\"}"}}),
+            ),
+        ],
+        ProviderKind::Gemini => vec![data(&json!({"candidates": [{"content": {"parts": [
+            {"functionCall": {"name": "get_weather", "args": {"city": "Paris"}}}], "role": "model"}, "index": 0}],
+            "modelVersion": model}))],
+    }
+}
+
 /// The events that end a complete answer of `tokens` tokens, end marker included.
 pub fn finish(kind: ProviderKind, model: &str, tokens: usize) -> Vec<String> {
     match kind {

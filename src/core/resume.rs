@@ -1,0 +1,172 @@
+//! Mid-stream resume: when a committed stream breaks, another candidate is
+//! asked to continue the answer, and its words are spliced into the same
+//! client stream, so the client ends up with one complete answer.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use futures_util::{StreamExt, stream};
+use tokio::time::Instant;
+
+use super::attempt::Ask;
+use super::splice::Splice;
+use super::{CommittedStream, Drills, Engine, Failure, Plan, Winner};
+use crate::config::Route;
+use crate::event::{ChatRequest, Event, Usage};
+
+/// Wraps `first`, the winner's committed stream, so that a failure is
+/// resumed by the route's other targets, at most `max_resumes` times and
+/// within the request deadline. Answers with tool calls are not resumed.
+pub(super) fn resumable(
+    engine: Engine,
+    route: Arc<Route>,
+    request: ChatRequest,
+    drills: Drills,
+    winner: &Winner,
+    deadline: Option<Instant>,
+    first: CommittedStream,
+) -> CommittedStream {
+    let state = Resuming {
+        resumes_left: route.max_resumes,
+        engine,
+        route,
+        request,
+        drills,
+        deadline,
+        current: first,
+        current_target: winner.target,
+        text: String::new(),
+        tool_calls: false,
+        splice: None,
+        usage_before: Usage::default(),
+        usage_now: Usage::default(),
+        queue: VecDeque::new(),
+        ended: false,
+    };
+    Box::pin(stream::unfold(state, Resuming::next))
+}
+
+struct Resuming {
+    engine: Engine,
+    route: Arc<Route>,
+    request: ChatRequest,
+    drills: Drills,
+    deadline: Option<Instant>,
+    current: CommittedStream,
+    current_target: usize,
+    /// The text the client has been sent.
+    text: String,
+    tool_calls: bool,
+    resumes_left: u32,
+    splice: Option<Splice>,
+    /// Usage of the attempts that broke, added to the current one's.
+    usage_before: Usage,
+    usage_now: Usage,
+    queue: VecDeque<Event>,
+    ended: bool,
+}
+
+impl Resuming {
+    async fn next(mut self) -> Option<(Result<Event, Failure>, Self)> {
+        loop {
+            if let Some(event) = self.queue.pop_front() {
+                return Some((Ok(event), self));
+            }
+            if self.ended {
+                return None;
+            }
+            match self.current.next().await {
+                Some(Ok(event)) => self.accept(event),
+                None => {
+                    self.flush_splice();
+                    self.ended = true;
+                }
+                Some(Err(failure)) => {
+                    if let Err(failure) = self.resume(failure).await {
+                        self.ended = true;
+                        return Some((Err(failure), self));
+                    }
+                }
+            }
+        }
+    }
+
+    fn accept(&mut self, event: Event) {
+        match event {
+            Event::Text(text) => {
+                let text = match &mut self.splice {
+                    Some(splice) => splice.push(&text),
+                    None => Some(text),
+                };
+                if let Some(text) = text {
+                    self.send_text(text);
+                }
+            }
+            Event::Usage(usage) => {
+                self.usage_now.merge(usage);
+                self.queue.push_back(Event::Usage(sum(self.usage_before, self.usage_now)));
+            }
+            other => {
+                self.tool_calls |= matches!(other, Event::ToolCall(_));
+                self.flush_splice();
+                self.queue.push_back(other);
+            }
+        }
+    }
+
+    fn send_text(&mut self, text: String) {
+        self.text.push_str(&text);
+        self.queue.push_back(Event::Text(text));
+    }
+
+    fn flush_splice(&mut self) {
+        if let Some(text) = self.splice.as_mut().and_then(Splice::flush) {
+            self.send_text(text);
+        }
+    }
+
+    /// Starts a continuation after `failure`, or says why there is none.
+    async fn resume(&mut self, failure: Failure) -> Result<(), Failure> {
+        let out_of_time = self.deadline.is_some_and(|deadline| deadline <= Instant::now());
+        if self.tool_calls || self.resumes_left == 0 || out_of_time {
+            return Err(failure);
+        }
+        self.resumes_left -= 1;
+        self.flush_splice();
+        let targets = self.route.targets.len();
+        let order = (1..targets).map(|step| (self.current_target + step) % targets).collect();
+        tracing::info!(
+            route = %self.route.model,
+            failure_class = failure.kind(),
+            sent_chars = self.text.len(),
+            "resuming a broken stream"
+        );
+        let plan = Plan {
+            route: &self.route,
+            ask: Ask::Resume { original: &self.request, partial: &self.text },
+            drills: &self.drills,
+            order,
+            deadline: self.deadline,
+        };
+        match self.engine.run(plan, |events| async move { Ok(events) }).await {
+            Ok((winner, events)) => {
+                tracing::info!(route = %self.route.model, provider = %winner.provider.name, "resumed");
+                self.current = events;
+                self.current_target = winner.target;
+                self.splice = Some(Splice::new(&self.text));
+                self.usage_before = sum(self.usage_before, self.usage_now);
+                self.usage_now = Usage::default();
+                Ok(())
+            }
+            Err(err) => Err(Failure::Unresumed { broke: Box::new(failure), why: err.to_string() }),
+        }
+    }
+}
+
+fn sum(a: Usage, b: Usage) -> Usage {
+    let add = |x: Option<u64>, y: Option<u64>| match (x, y) {
+        (None, None) => None,
+        (x, y) => Some(x.unwrap_or(0) + y.unwrap_or(0)),
+    };
+    Usage { input_tokens: add(a.input_tokens, b.input_tokens), output_tokens: add(a.output_tokens, b.output_tokens) }
+}
