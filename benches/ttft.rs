@@ -4,14 +4,11 @@
 
 #![allow(clippy::print_stdout, clippy::expect_used, reason = "a benchmark reports on stdout and stops on setup errors")]
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+mod support;
 
-use baton::AppState;
-use baton::config;
-use baton::core::Engine;
+use std::time::Duration;
+
 use baton::mock::{MockHandle, MockProvider};
-use futures_util::StreamExt;
 use serde_json::json;
 
 const WARMUP: usize = 30;
@@ -38,11 +35,12 @@ fn main() {
             proxied.push(first_token(&client, &proxy_url, &proxy_body).await);
         }
         let added: Vec<Duration> = proxied.iter().zip(&direct).map(|(p, d)| p.saturating_sub(*d)).collect();
-        println!("time to first token over loopback, {requests} streamed requests each, alternated");
-        println!("{:<28} {:>10} {:>10} {:>10}", "path", "p50", "p90", "p99");
-        report("direct to simulated provider", &mut direct);
-        report("through baton", &mut proxied);
-        report("added by baton (paired)", &mut added.clone());
+        println!("time to first token over loopback, {requests} streamed requests each, alternated (ms)");
+        println!("| path | p50 | p90 | p99 |");
+        println!("|---|---|---|---|");
+        report("direct to simulated provider", &direct);
+        report("through baton", &proxied);
+        report("added by baton (paired)", &added);
     });
     drop(servers);
 }
@@ -51,38 +49,19 @@ fn main() {
 async fn start_servers() -> (MockHandle, String, String) {
     let mock = MockProvider::openai().marker(MARKER).tokens(20).spawn().await.expect("mock");
     let base_url = mock.base_url();
-    let text = format!(
+    let proxy_url = support::start_proxy(&format!(
         "[[providers]]\nname = \"sim\"\nkind = \"openai\"\nbase_url = \"{base_url}\"\n\n\
          [[routes]]\nmodel = \"chat\"\ntargets = [{{ provider = \"sim\", model = \"gpt-sim\" }}]\n"
-    );
-    let config = config::parse(&text, "bench.toml", &|_| None).expect("config");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let engine = Engine::new(&config).expect("engine");
-    let state = AppState { config: Arc::new(config), engine };
-    tokio::spawn(baton::serve(listener, state));
-    (mock, format!("{base_url}/chat/completions"), format!("http://{addr}/v1/chat/completions"))
+    ))
+    .await;
+    (mock, format!("{base_url}/chat/completions"), proxy_url)
 }
 
-/// From sending the request to holding the first token's text.
 async fn first_token(client: &reqwest::Client, url: &str, body: &serde_json::Value) -> Duration {
-    let started = Instant::now();
-    let response = client.post(url).json(body).send().await.expect("answer");
-    let mut stream = response.bytes_stream();
-    let mut seen = Vec::new();
-    let mut ttft = None;
-    while let Some(chunk) = stream.next().await {
-        seen.extend_from_slice(&chunk.expect("chunk"));
-        if ttft.is_none() && seen.windows(MARKER.len()).any(|w| w == MARKER.as_bytes()) {
-            ttft = Some(started.elapsed());
-        }
-    }
-    ttft.expect("a first token")
+    support::request(client, url, body, MARKER).await.first_token.expect("a first token")
 }
 
-fn report(name: &str, samples: &mut [Duration]) {
-    samples.sort();
-    let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
-    let ms = |d: Duration| format!("{:.3} ms", d.as_secs_f64() * 1000.0);
-    println!("{name:<28} {:>10} {:>10} {:>10}", ms(at(0.5)), ms(at(0.9)), ms(at(0.99)));
+fn report(name: &str, samples: &[Duration]) {
+    let at = |q| support::ms(support::quantile(samples, q));
+    println!("| {name} | {} | {} | {} |", at(0.5), at(0.9), at(0.99));
 }

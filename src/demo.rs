@@ -47,7 +47,7 @@ pub(crate) async fn run(listen: SocketAddr) -> Result<(), AnyError> {
 name = "flaky-anthropic"
 kind = "anthropic"
 base_url = "{flaky}"
-breaker = {{ failure_threshold = 1000, failure_rate = 1.0 }}
+breaker = {{ failure_threshold = 1000000, window = 1000000 }}  # stays in rotation, so failovers stay visible
 
 [[providers]]
 name = "steady-openai"

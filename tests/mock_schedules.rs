@@ -51,7 +51,7 @@ async fn a_seeded_schedule_repeats_itself() {
             // Every request must reach the flaky provider, so its breaker never opens here.
             let config = mocks_toml(&[("flaky", &provider), ("spare", &spare)], 1000, 1000).replacen(
                 "kind = \"gemini\"",
-                "kind = \"gemini\"\nbreaker = { failure_threshold = 1000, failure_rate = 1.0 }",
+                "kind = \"gemini\"\nbreaker = { failure_threshold = 1000000, window = 1000000 }",
                 1,
             );
             let proxy = Proxy::start(&config).await;

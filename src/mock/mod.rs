@@ -126,6 +126,9 @@ pub enum Schedule {
     FirstRequests(u64),
     /// Every request after the first N: a provider that goes bad.
     AfterRequests(u64),
+    /// Every request in the first span of time after the provider starts:
+    /// an outage that ends.
+    During(Duration),
     /// Each request with this probability, drawn from a seeded generator so a
     /// run can be repeated.
     Random {
@@ -299,6 +302,7 @@ impl MockProvider {
         let addr = listener.local_addr()?;
         let (closed_tx, closed) = watch::channel(0);
         let shared = Arc::new(server::Shared {
+            started: tokio::time::Instant::now(),
             rng: Mutex::new(fastrand::Rng::with_seed(match self.schedule {
                 Schedule::Random { seed, .. } => seed,
                 _ => 0,

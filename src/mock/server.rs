@@ -16,6 +16,7 @@ use crate::providers::ProviderKind;
 const MAX_REQUEST_BYTES: usize = 16 * 1024 * 1024;
 
 pub(super) struct Shared {
+    pub started: tokio::time::Instant,
     pub provider: MockProvider,
     pub rng: Mutex<fastrand::Rng>,
     pub requests: Mutex<Vec<RecordedRequest>>,
@@ -33,6 +34,7 @@ impl Shared {
             Schedule::Always => true,
             Schedule::FirstRequests(n) => (index as u64) < n,
             Schedule::AfterRequests(n) => (index as u64) >= n,
+            Schedule::During(span) => self.started.elapsed() < span,
             Schedule::Random { probability, .. } => rng.f64() < probability,
         };
         fires.then(|| faults[rng.usize(..faults.len())])

@@ -67,7 +67,7 @@ base_url = "http://{healthy_addr}"
 name = "flaky"
 kind = "anthropic"
 base_url = "http://{flaky_addr}"
-breaker = {{ failure_threshold = 1000, failure_rate = 1.0 }}
+breaker = {{ failure_threshold = 1000000, window = 1000000 }}
 
 [[providers]]
 name = "broken"
