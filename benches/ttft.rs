@@ -62,6 +62,6 @@ async fn first_token(client: &reqwest::Client, url: &str, body: &serde_json::Val
 }
 
 fn report(name: &str, samples: &[Duration]) {
-    let at = |q| support::ms(support::quantile(samples, q));
+    let at = |q| format!("{:.3}", support::quantile(samples, q).as_secs_f64() * 1000.0);
     println!("| {name} | {} | {} | {} |", at(0.5), at(0.9), at(0.99));
 }
