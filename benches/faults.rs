@@ -97,7 +97,9 @@ async fn run(name: &str, url: &str, requests: usize, marker: &str, expected: &st
 async fn baseline(requests: usize) -> Row {
     let good = secondary("good").spawn().await.expect("mock");
     let url = format!("{}/chat/completions", good.base_url());
-    let mut row = run("baseline: the secondary alone, direct", &url, requests, "good", &good.provider().expected_text(), None).await;
+    let mut row =
+        run("baseline: the secondary alone, direct", &url, requests, "good", &good.provider().expected_text(), None)
+            .await;
     row.secondary = good.requests().len();
     row.note = "no baton; the floor for every row below".to_owned();
     row
