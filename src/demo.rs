@@ -79,5 +79,5 @@ targets = [
         "    -d '{{\"model\": \"chat\", \"stream\": true, \"messages\": [{{\"role\": \"user\", \"content\": \"hello\"}}]}}'"
     );
     println!();
-    crate::serve_on(listener, config).await
+    crate::serve_on(listener, config, None).await
 }

@@ -6,6 +6,7 @@ pub mod core;
 pub mod event;
 pub mod http;
 pub mod mock;
+pub mod observe;
 pub mod providers;
 pub mod resilience;
 
@@ -14,4 +15,14 @@ pub use http::{AppState, app};
 /// Serves the proxy on `listener` until the process ends.
 pub async fn serve(listener: tokio::net::TcpListener, state: AppState) -> std::io::Result<()> {
     axum::serve(listener, app(state)).await
+}
+
+/// Serves until `shutdown` resolves, then stops accepting and waits for the
+/// requests in flight (which a drain ends after its grace period).
+pub async fn serve_until(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, app(state)).with_graceful_shutdown(shutdown).await
 }

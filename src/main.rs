@@ -6,23 +6,31 @@ use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
 use baton::AppState;
 use baton::config::{self, Config};
-use baton::core::Engine;
 use baton::mock::{Fault, MockProvider, Schedule};
 use baton::providers::ProviderKind;
 use clap::{Parser, Subcommand};
+use tokio::signal::unix::{SignalKind, signal};
 use tracing_subscriber::EnvFilter;
 
 /// A streaming-first SSE proxy for LLM APIs that fails over before the first token.
 #[derive(Parser)]
 #[command(name = "baton", version, about)]
 struct Cli {
+    /// Log lines as human-readable text or as one JSON object each.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -102,12 +110,15 @@ fn parse_fault(name: &str) -> Result<Fault, String> {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
+    let cli = Cli::parse();
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
-    let result = match Cli::parse().command {
+        .with_writer(std::io::stderr);
+    match cli.log_format {
+        LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => logs.json().flatten_event(true).with_current_span(false).with_span_list(false).init(),
+    }
+    let result = match cli.command {
         Command::Serve { config, listen } => serve(&config, listen).await,
         Command::Demo { listen } => demo::run(listen).await,
         Command::Mock(args) => mock(args).await,
@@ -129,13 +140,8 @@ async fn serve(path: &std::path::Path, listen: Option<SocketAddr>) -> Result<(),
     if let Some(listen) = listen {
         config.listen = listen;
     }
-    run_proxy(config).await
-}
-
-/// Binds the config's address and serves until the process ends.
-async fn run_proxy(config: Config) -> Result<(), AnyError> {
     let listener = bind(config.listen).await?;
-    serve_on(listener, config).await
+    serve_on(listener, config, Some(path.to_owned())).await
 }
 
 /// Binds `addr`, saying which address failed.
@@ -143,13 +149,57 @@ pub(crate) async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, An
     Ok(tokio::net::TcpListener::bind(addr).await.map_err(|err| format!("cannot listen on {addr}: {err}"))?)
 }
 
-/// Serves the proxy on a bound listener until the process ends.
-pub(crate) async fn serve_on(listener: tokio::net::TcpListener, config: Config) -> Result<(), AnyError> {
+/// Serves the proxy on a bound listener until SIGTERM or SIGINT, reloading
+/// the config file (if there is one) on SIGHUP.
+pub(crate) async fn serve_on(
+    listener: tokio::net::TcpListener,
+    config: Config,
+    path: Option<PathBuf>,
+) -> Result<(), AnyError> {
     tracing::info!(listen = %listener.local_addr()?, routes = config.routes.len(), "baton is serving");
-    let engine = Engine::new(&config)?;
-    let state = AppState { config: Arc::new(config), engine };
-    baton::serve(listener, state).await?;
+    let grace = config.shutdown_grace;
+    let mut state = AppState::new(config)?;
+    if let Some(path) = path {
+        state = state.with_config_path(path);
+        tokio::spawn(reload_on_hangup(state.clone()));
+    }
+    let draining = state.clone();
+    let shutdown = async move {
+        stop_requested().await;
+        tracing::info!(
+            grace_ms = u64::try_from(grace.as_millis()).unwrap_or(u64::MAX),
+            "shutting down: no new connections; streams in flight may finish"
+        );
+        draining.drain(grace);
+    };
+    baton::serve_until(listener, state, shutdown).await?;
+    tracing::info!("baton stopped");
     Ok(())
+}
+
+/// Resolves at the first SIGTERM or SIGINT.
+async fn stop_requested() {
+    let mut terminate = match signal(SignalKind::terminate()) {
+        Ok(terminate) => terminate,
+        Err(err) => {
+            tracing::warn!(error = %err, "cannot watch SIGTERM; only Ctrl-C stops baton");
+            return tokio::signal::ctrl_c().await.unwrap_or_default();
+        }
+    };
+    tokio::select! {
+        _ = terminate.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+/// Reloads the config on every SIGHUP; a bad config is logged and ignored.
+async fn reload_on_hangup(state: AppState) {
+    let Ok(mut hangups) = signal(SignalKind::hangup()) else { return };
+    while hangups.recv().await.is_some() {
+        if let Err(err) = state.reload() {
+            tracing::error!(error = %err, "config reload refused; the running config stays");
+        }
+    }
 }
 
 async fn mock(args: MockArgs) -> Result<(), AnyError> {

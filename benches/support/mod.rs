@@ -3,12 +3,10 @@
 
 #![allow(dead_code, reason = "each benchmark uses a different part")]
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use baton::AppState;
 use baton::config;
-use baton::core::Engine;
 use futures_util::StreamExt;
 
 /// Starts the proxy from config text on a free loopback port; returns its chat URL.
@@ -16,8 +14,7 @@ pub async fn start_proxy(config_text: &str) -> String {
     let config = config::parse(config_text, "bench.toml", &|_| None).expect("config");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
-    let engine = Engine::new(&config).expect("engine");
-    let state = AppState { config: Arc::new(config), engine };
+    let state = AppState::new(config).expect("state");
     tokio::spawn(baton::serve(listener, state));
     format!("http://{addr}/v1/chat/completions")
 }

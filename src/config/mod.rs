@@ -29,6 +29,8 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
 pub const DEFAULT_FIRST_TOKEN_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a committed stream may go without an event when the route does not say.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long streams may finish after SIGTERM when the config does not say.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// The base of the retry backoff when the route does not say.
 pub const DEFAULT_RETRY_BACKOFF: Duration = Duration::from_millis(100);
 /// The longest `Retry-After` waited for when the route does not say.
@@ -43,6 +45,8 @@ pub struct Config {
     pub max_body_bytes: usize,
     /// The credential for admin actions such as drills; none disables them.
     pub admin_token: Option<Secret>,
+    /// On SIGTERM, how long streams in flight may go on before they are ended.
+    pub shutdown_grace: Duration,
     /// The providers, in file order.
     pub providers: Vec<Arc<Provider>>,
     /// The routes, in file order; shared with the streams that use them.

@@ -10,6 +10,7 @@ pub(super) struct RawConfig {
     pub listen: Option<Spanned<String>>,
     pub max_body_bytes: Option<Spanned<u64>>,
     pub admin_token: Option<Spanned<String>>,
+    pub shutdown_grace_ms: Option<Spanned<u64>>,
     #[serde(default)]
     pub providers: Vec<Spanned<RawProvider>>,
     #[serde(default)]

@@ -74,6 +74,8 @@ impl Checker<'_> {
             }
             None => None,
         };
+        let shutdown_grace =
+            raw.shutdown_grace_ms.as_ref().map_or(DEFAULT_SHUTDOWN_GRACE, |ms| Duration::from_millis(*ms.get_ref()));
         let mut providers: Vec<Arc<Provider>> = Vec::new();
         for (i, raw_provider) in raw.providers.iter().enumerate() {
             let provider = self.provider(raw_provider.get_ref(), i)?;
@@ -101,7 +103,7 @@ impl Checker<'_> {
             }
             routes.push(Arc::new(route));
         }
-        Ok(Config { listen, max_body_bytes, admin_token, providers, routes })
+        Ok(Config { listen, max_body_bytes, admin_token, shutdown_grace, providers, routes })
     }
 
     fn provider(&self, raw: &RawProvider, i: usize) -> Result<Provider, ConfigError> {

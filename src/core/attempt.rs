@@ -9,10 +9,10 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use tokio::time::{Instant, sleep, sleep_until, timeout_at};
 
-use super::drill::{DrillFault, Drills};
+use super::drill::DrillFault;
 use super::relay::StreamOutcome;
 use super::splice;
-use super::{AttemptRecord, Engine, Failure};
+use super::{AttemptRecord, Engine, Failure, Plan};
 use crate::config::{Route, Target};
 use crate::event::{ChatRequest, Event};
 use crate::providers::{EventStream, ProviderError, Upstream, driver};
@@ -72,11 +72,12 @@ impl Engine {
     /// Gives target `index` of `route` its turn, retrying it as the route and
     /// target allow. A rejected prefill continuation is tried again at once
     /// as an instruction, without spending a retry.
-    pub(super) async fn run_target(&self, route: &Route, index: usize, ask: Ask<'_>, drills: &Drills) -> TargetRun {
+    pub(super) async fn run_target(&self, plan: &Plan<'_>, index: usize) -> TargetRun {
+        let (route, ask) = (plan.route, plan.ask);
         let mut run = TargetRun { index, failures: Vec::new(), opened: None };
         let Some(target) = route.targets.get(index) else { return run };
         let health = self.health.provider(&target.provider.name);
-        let drill = drills.for_provider(&target.provider.name);
+        let drill = plan.drills.for_provider(&target.provider.name);
         let (mut req, mut prefilled) = ask.request_for(target);
         let mut retry = 0;
         loop {
@@ -85,10 +86,7 @@ impl Engine {
                 Err(Failure::CoolingDown(until - started))
             } else if let Some(permit) = health.breaker.try_acquire() {
                 match self.open(target, &req, route, drill, started).await {
-                    Ok((held, rest, ttft)) => {
-                        health.record_ttft(ttft);
-                        Ok((held, rest, permit))
-                    }
+                    Ok((held, rest, ttft)) => Ok((held, rest, permit, ttft)),
                     Err(failure) => {
                         if failure.counts_against_provider() {
                             permit.failure();
@@ -100,8 +98,8 @@ impl Engine {
                 Err(Failure::BreakerOpen)
             };
             let failure = match outcome {
-                Ok((held, rest, permit)) => {
-                    log_attempt(target, retry, started, None);
+                Ok((held, rest, permit, ttft)) => {
+                    self.observe_attempt(plan.id, target, &health, retry, started, Ok(ttft));
                     let outcome = match drill {
                         Some(_) => StreamOutcome::unrecorded(),
                         None => StreamOutcome::new(permit.commit(), Arc::clone(&health.breaker)),
@@ -111,7 +109,7 @@ impl Engine {
                 }
                 Err(failure) => failure,
             };
-            log_attempt(target, retry, started, Some(&failure));
+            self.observe_attempt(plan.id, target, &health, retry, started, Err(&failure));
             let prefill_rejected = prefilled && matches!(failure, Failure::Provider(ProviderError::BadRequest { .. }));
             let wait = self.retry_wait(route, target, &health, &failure, retry);
             run.failures.push(AttemptRecord {
@@ -132,6 +130,52 @@ impl Engine {
                 None => return run,
             }
             retry += 1;
+        }
+    }
+
+    /// Logs one attempt and counts it in the metrics and the provider's
+    /// health (skips and drills say nothing about the provider's health).
+    fn observe_attempt(
+        &self,
+        request_id: &str,
+        target: &Target,
+        health: &ProviderHealth,
+        retry: u32,
+        started: Instant,
+        result: Result<Duration, &Failure>,
+    ) {
+        let provider = target.provider.name.as_str();
+        let model = target.model.as_str();
+        let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        match result {
+            Ok(ttft) => {
+                health.record_ttft(ttft);
+                health.record_attempt(None);
+                self.metrics.attempt(provider, "committed");
+                self.metrics.first_token(provider, ttft);
+                let ttft_ms = u64::try_from(ttft.as_millis()).unwrap_or(u64::MAX);
+                tracing::info!(
+                    request_id,
+                    provider,
+                    model,
+                    retry,
+                    outcome = "committed",
+                    ttft_ms,
+                    latency_ms,
+                    "attempt"
+                );
+            }
+            Err(failure) => {
+                let failure_class = failure.kind();
+                if !failure.is_skip() && !matches!(failure, Failure::Drill(_)) {
+                    health.record_attempt(Some(failure_class));
+                }
+                self.metrics.attempt(provider, failure_class);
+                tracing::info!(
+                    request_id, provider, model, retry, outcome = "failed", failure_class, latency_ms, error = %failure,
+                    "attempt"
+                );
+            }
         }
     }
 
@@ -234,17 +278,5 @@ impl Engine {
                 return Ok((held, events, first_token_at.map_or(Duration::ZERO, |at| at - started)));
             }
         }
-    }
-}
-
-fn log_attempt(target: &Target, retry: u32, started: Instant, failure: Option<&Failure>) {
-    let provider = &target.provider.name;
-    let model = &target.model;
-    let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-    match failure {
-        None => tracing::info!(%provider, %model, retry, outcome = "committed", latency_ms, "attempt"),
-        Some(failure) => tracing::info!(
-            %provider, %model, retry, outcome = "failed", failure_class = failure.kind(), latency_ms, error = %failure, "attempt"
-        ),
     }
 }

@@ -32,6 +32,9 @@ pub enum Failure {
     /// Skipped: the provider asked for no requests until this much later.
     #[error("skipped: rate limited for {} ms more", .0.as_millis())]
     CoolingDown(Duration),
+    /// The proxy is shutting down and its grace period is over.
+    #[error("the proxy is shutting down")]
+    ShuttingDown,
     /// A committed stream broke and no candidate could continue it.
     #[error("{broke}; resuming failed: {why}")]
     Unresumed {
@@ -56,6 +59,7 @@ impl Failure {
             Failure::RequestTimeout(_) => "request_timeout",
             Failure::BreakerOpen => "breaker_open",
             Failure::CoolingDown(_) => "cooling_down",
+            Failure::ShuttingDown => "shutting_down",
             Failure::Unresumed { broke, .. } => broke.kind(),
             Failure::Drill(_) => "drill",
         }
@@ -91,6 +95,7 @@ impl Failure {
             Failure::Provider(ProviderError::RateLimited { .. } | ProviderError::BadRequest { .. }) => false,
             Failure::Provider(_) | Failure::FirstTokenTimeout(_) | Failure::IdleTimeout(_) | Failure::Empty => true,
             Failure::RequestTimeout(_)
+            | Failure::ShuttingDown
             | Failure::BreakerOpen
             | Failure::CoolingDown(_)
             | Failure::Drill(_)
@@ -146,6 +151,9 @@ pub enum ProxyError {
     /// Every candidate failed before commit.
     #[error("all {} candidates failed: {}", .0.len(), describe(.0))]
     AllFailed(Vec<AttemptRecord>),
+    /// The proxy is shutting down and stopped waiting for an answer.
+    #[error("the proxy is shutting down")]
+    ShuttingDown,
     /// A provider said the request itself is wrong; it is passed back as is.
     #[error("{provider}: {message}")]
     Rejected {
@@ -172,11 +180,10 @@ impl ProxyError {
     /// 503 when every breaker was open, 504 when every one timed out, 502 for
     /// any other mix.
     pub fn status(&self) -> u16 {
-        let ProxyError::AllFailed(attempts) = self else {
-            return match self {
-                ProxyError::Rejected { status, .. } => *status,
-                ProxyError::AllFailed(_) => 502,
-            };
+        let attempts = match self {
+            ProxyError::AllFailed(attempts) => attempts,
+            ProxyError::Rejected { status, .. } => return *status,
+            ProxyError::ShuttingDown => return 503,
         };
         let all = |test: fn(&Failure) -> bool| !attempts.is_empty() && attempts.iter().all(|a| test(&a.failure));
         if all(Failure::is_rate_limit) {
@@ -204,6 +211,7 @@ impl ProxyError {
     pub fn kind(&self) -> &'static str {
         match (self, self.status()) {
             (ProxyError::Rejected { .. }, _) => "upstream_rejected",
+            (ProxyError::ShuttingDown, _) => "shutting_down",
             (ProxyError::AllFailed(_), 429) => "all_rate_limited",
             (ProxyError::AllFailed(_), 503) => "all_breakers_open",
             (ProxyError::AllFailed(_), 504) => "all_timed_out",

@@ -25,6 +25,7 @@ pub use relay::CommittedStream;
 
 use crate::config::{Config, Hedge, MidstreamPolicy, Provider, Route};
 use crate::event::{ChatRequest, Event};
+use crate::observe::Metrics;
 use crate::providers::ProviderError;
 use crate::resilience::Health;
 use attempt::{Ask, TargetRun};
@@ -38,6 +39,7 @@ const HEDGE_AUTO_FLOOR: Duration = Duration::from_millis(50);
 pub struct Engine {
     http: reqwest::Client,
     health: Arc<Health>,
+    metrics: Arc<Metrics>,
 }
 
 /// Which provider answered, and after how many attempts.
@@ -56,11 +58,26 @@ pub struct Winner {
 /// One pass of the attempt loop: what to ask, of which targets in which
 /// order, and by when.
 struct Plan<'a> {
+    /// The request's id, for logs.
+    id: &'a str,
     route: &'a Route,
     ask: Ask<'a>,
     drills: &'a Drills,
     order: Vec<usize>,
     deadline: Option<Instant>,
+    /// The target whose failure led to this pass, and why (a resume).
+    after: Option<(usize, &'static str)>,
+}
+
+/// One client request as the engine takes it.
+#[derive(Debug, Clone)]
+pub struct Call {
+    /// The request's id: the client's `x-request-id`, or one made up.
+    pub id: Arc<str>,
+    /// What the client asked.
+    pub request: ChatRequest,
+    /// Failures an operator asked to simulate.
+    pub drills: Drills,
 }
 
 /// A streamed answer that has committed: its first token is in hand.
@@ -79,6 +96,21 @@ pub struct Completed {
     pub events: Vec<Event>,
 }
 
+impl<'a> Plan<'a> {
+    /// A pass over every target of `route`, in order, for the client's request.
+    fn fresh(call: &'a Call, route: &'a Route, deadline: Option<Instant>) -> Self {
+        Plan {
+            id: &call.id,
+            route,
+            ask: Ask::Fresh(&call.request),
+            drills: &call.drills,
+            order: (0..route.targets.len()).collect(),
+            deadline,
+            after: None,
+        }
+    }
+}
+
 impl Engine {
     /// An engine for `config`'s providers with its own connection pool.
     /// Deadlines are the core's, so the client has no timeouts of its own
@@ -90,7 +122,7 @@ impl Engine {
             .pool_idle_timeout(Duration::from_secs(60))
             .build()?;
         let health = Health::new(config.providers.iter().map(|p| (p.name.as_str(), p.breaker)));
-        Ok(Engine { http, health: Arc::new(health) })
+        Ok(Engine { http, health: Arc::new(health), metrics: Arc::new(Metrics::new()) })
     }
 
     /// Every provider's breaker, cooldown and latency state.
@@ -98,29 +130,32 @@ impl Engine {
         &self.health
     }
 
-    /// Streams `req` from the first target of `route` that commits. With
+    /// The proxy's Prometheus metrics.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// Streams `call` from the first target of `route` that commits. With
     /// `on_midstream_failure = "resume"`, a stream that breaks later is
     /// continued by another candidate.
-    pub async fn stream(&self, route: &Arc<Route>, req: ChatRequest, drills: Drills) -> Result<Committed, ProxyError> {
+    pub async fn stream(&self, route: &Arc<Route>, call: Call) -> Result<Committed, ProxyError> {
         let deadline = route.request_timeout.map(|timeout| Instant::now() + timeout);
-        let plan =
-            Plan { route, ask: Ask::Fresh(&req), drills: &drills, order: (0..route.targets.len()).collect(), deadline };
-        let (winner, events) = self.run(plan, |events| async move { Ok(events) }).await?;
+        let (winner, events) =
+            self.run(Plan::fresh(&call, route, deadline), |events| async move { Ok(events) }).await?;
         let events = match route.on_midstream_failure {
             MidstreamPolicy::Error => events,
             MidstreamPolicy::Resume => {
-                resume::resumable(self.clone(), Arc::clone(route), req, drills, &winner, deadline, events)
+                resume::resumable(self.clone(), Arc::clone(route), call, &winner, deadline, events)
             }
         };
         Ok(Committed { winner, events })
     }
 
-    /// Reads a whole answer to `req` from the first target of `route` that
+    /// Reads a whole answer to `call` from the first target of `route` that
     /// completes one; a failure anywhere before the end moves on.
-    pub async fn complete(&self, route: &Route, req: &ChatRequest, drills: &Drills) -> Result<Completed, ProxyError> {
+    pub async fn complete(&self, route: &Route, call: &Call) -> Result<Completed, ProxyError> {
         let deadline = route.request_timeout.map(|timeout| Instant::now() + timeout);
-        let plan = Plan { route, ask: Ask::Fresh(req), drills, order: (0..route.targets.len()).collect(), deadline };
-        let (winner, events) = self.run(plan, relay::collect).await?;
+        let (winner, events) = self.run(Plan::fresh(call, route, deadline), relay::collect).await?;
         Ok(Completed { winner, events })
     }
 
@@ -139,6 +174,8 @@ impl Engine {
         let mut needs_window_above: Option<u64> = None;
         let mut turns: FuturesUnordered<Pin<Box<dyn Future<Output = TargetRun> + Send + '_>>> = FuturesUnordered::new();
         let mut last_start = Instant::now();
+        let mut last_started: Option<usize> = None;
+        let mut last_failed = plan.after;
         loop {
             let idle = turns.is_empty();
             let hedge_due = !idle && self.hedge_delay(route).is_some_and(|delay| last_start + delay <= Instant::now());
@@ -148,8 +185,14 @@ impl Engine {
                     needs_window_above.is_none_or(|floor| window.is_some_and(|w| w > floor))
                 };
                 if let Some(index) = pending.by_ref().find(fits) {
-                    turns.push(Box::pin(self.run_target(route, index, plan.ask, plan.drills)));
+                    let moved_from =
+                        if hedge_due { last_started.map(|from| (from, "hedge")) } else { last_failed.take() };
+                    if let Some((from, reason)) = moved_from {
+                        self.record_failover(route, from, index, reason);
+                    }
+                    turns.push(Box::pin(self.run_target(&plan, index)));
                     last_start = Instant::now();
+                    last_started = Some(index);
                 }
             }
             if turns.is_empty() {
@@ -168,6 +211,9 @@ impl Engine {
                 }
             };
             let Some(target) = route.targets.get(run.index) else { continue };
+            if let Some(last) = run.failures.last() {
+                last_failed = Some((run.index, last.failure.kind()));
+            }
             failed.extend(run.failures);
             if let (Ask::Fresh(_), Some(last)) = (plan.ask, failed.last()) {
                 if let Failure::Provider(ProviderError::BadRequest { context_length, .. }) = &last.failure {
@@ -212,6 +258,12 @@ impl Engine {
             }
         }
         Err(ProxyError::AllFailed(failed))
+    }
+
+    fn record_failover(&self, route: &Route, from: usize, to: usize, reason: &str) {
+        if let (Some(from), Some(to)) = (route.targets.get(from), route.targets.get(to)) {
+            self.metrics.failover(&from.provider.name, &to.provider.name, reason);
+        }
     }
 
     /// How long a turn may go uncommitted before the next candidate starts beside it.

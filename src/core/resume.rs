@@ -10,9 +10,9 @@ use tokio::time::Instant;
 
 use super::attempt::Ask;
 use super::splice::Splice;
-use super::{CommittedStream, Drills, Engine, Failure, Plan, Winner};
+use super::{Call, CommittedStream, Engine, Failure, Plan, Winner};
 use crate::config::Route;
-use crate::event::{ChatRequest, Event, Usage};
+use crate::event::{Event, Usage};
 
 /// Wraps `first`, the winner's committed stream, so that a failure is
 /// resumed by the route's other targets, at most `max_resumes` times and
@@ -20,8 +20,7 @@ use crate::event::{ChatRequest, Event, Usage};
 pub(super) fn resumable(
     engine: Engine,
     route: Arc<Route>,
-    request: ChatRequest,
-    drills: Drills,
+    call: Call,
     winner: &Winner,
     deadline: Option<Instant>,
     first: CommittedStream,
@@ -30,8 +29,7 @@ pub(super) fn resumable(
         resumes_left: route.max_resumes,
         engine,
         route,
-        request,
-        drills,
+        call,
         deadline,
         current: first,
         current_target: winner.target,
@@ -49,8 +47,7 @@ pub(super) fn resumable(
 struct Resuming {
     engine: Engine,
     route: Arc<Route>,
-    request: ChatRequest,
-    drills: Drills,
+    call: Call,
     deadline: Option<Instant>,
     current: CommittedStream,
     current_target: usize,
@@ -136,21 +133,24 @@ impl Resuming {
         let targets = self.route.targets.len();
         let order = (1..targets).map(|step| (self.current_target + step) % targets).collect();
         tracing::info!(
+            request_id = %self.call.id,
             route = %self.route.model,
             failure_class = failure.kind(),
             sent_chars = self.text.len(),
             "resuming a broken stream"
         );
         let plan = Plan {
+            id: &self.call.id,
             route: &self.route,
-            ask: Ask::Resume { original: &self.request, partial: &self.text },
-            drills: &self.drills,
+            ask: Ask::Resume { original: &self.call.request, partial: &self.text },
+            drills: &self.call.drills,
             order,
             deadline: self.deadline,
+            after: Some((self.current_target, failure.kind())),
         };
         match self.engine.run(plan, |events| async move { Ok(events) }).await {
             Ok((winner, events)) => {
-                tracing::info!(route = %self.route.model, provider = %winner.provider.name, "resumed");
+                tracing::info!(request_id = %self.call.id, provider = %winner.provider.name, "resumed");
                 self.current = events;
                 self.current_target = winner.target;
                 self.splice = Some(Splice::new(&self.text));

@@ -1,11 +1,19 @@
-//! Admin-only request features, behind the config's `admin_token`: without a
-//! matching `x-baton-admin-token` header they are refused, never ignored.
+//! Admin endpoints and request features, behind the config's `admin_token`
+//! when one is set: the status API, reload, and drills. Drills are refused
+//! without the token, never silently ignored.
 
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::Json;
+use axum::extract::State;
 use axum::http::HeaderMap;
+use serde_json::{Value, json};
 
+use super::AppState;
 use super::error::ApiError;
 use crate::config::Config;
 use crate::core::Drills;
+use crate::resilience::{BreakerState, ProviderHealth, Tally};
 
 /// The header that carries drills: `provider=fault_class, …`.
 pub const DRILL_HEADER: &str = "x-baton-drill";
@@ -15,15 +23,20 @@ pub const ADMIN_TOKEN_HEADER: &str = "x-baton-admin-token";
 /// The drills a request asks for, refused unless it carries the admin token.
 pub fn drills(headers: &HeaderMap, config: &Config) -> Result<Drills, ApiError> {
     let Some(spec) = headers.get(DRILL_HEADER) else { return Ok(Drills::default()) };
-    authorize(headers, config, "drills")?;
+    authorize(headers, config, "drills", true)?;
     let spec = spec.to_str().map_err(|_| ApiError::bad_request(format!("{DRILL_HEADER} is not text")))?;
     Drills::parse(spec).map_err(|err| ApiError::bad_request(format!("{DRILL_HEADER}: {err}")))
 }
 
-/// Checks the admin credential for `what`.
-pub fn authorize(headers: &HeaderMap, config: &Config, what: &str) -> Result<(), ApiError> {
+/// Checks the admin credential for `what`. Without a configured token, an
+/// action that `needs_token` is refused and any other is open.
+fn authorize(headers: &HeaderMap, config: &Config, what: &str, needs_token: bool) -> Result<(), ApiError> {
     let Some(expected) = &config.admin_token else {
-        return Err(ApiError::forbidden(format!("{what} are disabled: no admin_token is configured")));
+        return if needs_token {
+            Err(ApiError::forbidden(format!("{what} are disabled: no admin_token is configured")))
+        } else {
+            Ok(())
+        };
     };
     let given = headers.get(ADMIN_TOKEN_HEADER).map(|value| value.as_bytes()).unwrap_or_default();
     if constant_time_eq(given, expected.expose().as_bytes()) {
@@ -37,4 +50,71 @@ pub fn authorize(headers: &HeaderMap, config: &Config, what: &str) -> Result<(),
 /// much of a guessed token was right.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
+}
+
+/// `GET /admin/status`: each provider's breaker, recent attempts, time to
+/// first token, streams in flight and last failure; each route's requests
+/// and failovers.
+pub(super) async fn status(State(state): State<AppState>, headers: HeaderMap) -> Result<Json<Value>, ApiError> {
+    let config = state.config();
+    authorize(&headers, &config, "status", false)?;
+    let health = state.engine().health();
+    let providers: Vec<Value> = config
+        .providers
+        .iter()
+        .map(|provider| provider_status(&provider.name, provider.kind.name(), &health.provider(&provider.name)))
+        .collect();
+    let (last_1m, last_15m) = (state.routes().last(1), state.routes().last(15));
+    let routes: Vec<Value> = config
+        .routes
+        .iter()
+        .map(|route| {
+            let targets: Vec<&str> = route.targets.iter().map(|t| t.provider.name.as_str()).collect();
+            let counts = |window: &std::collections::BTreeMap<String, Tally>| {
+                let tally = window.get(&route.model).copied().unwrap_or_default();
+                json!({ "requests": tally.total, "answered": tally.ok, "failovers": tally.failed })
+            };
+            json!({ "name": route.model, "targets": targets, "last_1m": counts(&last_1m), "last_15m": counts(&last_15m) })
+        })
+        .collect();
+    Ok(Json(json!({ "providers": providers, "routes": routes })))
+}
+
+fn provider_status(name: &str, kind: &str, health: &ProviderHealth) -> Value {
+    let breaker = match health.breaker.state() {
+        BreakerState::Closed => "closed",
+        BreakerState::HalfOpen => "half_open",
+        BreakerState::Open => "open",
+    };
+    let millis = |q| health.ttft_percentile(q).map(|d| d.as_secs_f64() * 1000.0);
+    let last_failure = health.last_failure().map(|(class, at)| {
+        let unix_ms = at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
+        let ago_s = SystemTime::now().duration_since(at).map_or(0.0, |d| d.as_secs_f64());
+        json!({ "class": class, "at_unix_ms": unix_ms, "seconds_ago": ago_s })
+    });
+    json!({
+        "name": name,
+        "kind": kind,
+        "breaker": breaker,
+        "inflight": health.inflight(),
+        "ttft_ms": { "p50": millis(0.5), "p95": millis(0.95) },
+        "last_1m": health.attempts(1),
+        "last_15m": health.attempts(15),
+        "last_failure": last_failure,
+    })
+}
+
+/// `POST /admin/reload`: re-reads the config file, as SIGHUP does.
+pub(super) async fn reload(State(state): State<AppState>, headers: HeaderMap) -> Result<Json<Value>, ApiError> {
+    authorize(&headers, &state.config(), "reload", false)?;
+    match state.reload() {
+        Ok(config) => {
+            let routes: Vec<&str> = config.routes.iter().map(|r| r.model.as_str()).collect();
+            Ok(Json(json!({ "reloaded": true, "routes": routes })))
+        }
+        Err(err) => {
+            tracing::error!(error = %err, "config reload refused; the running config stays");
+            Err(ApiError::bad_request(format!("reload refused, the running config stays: {err}")))
+        }
+    }
 }

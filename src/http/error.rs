@@ -63,6 +63,7 @@ impl From<ProxyError> for ApiError {
             ProxyError::Rejected { .. } => "invalid_request_error",
             ProxyError::AllFailed(_) if status == StatusCode::TOO_MANY_REQUESTS => "rate_limit_error",
             ProxyError::AllFailed(_) => "upstream_error",
+            ProxyError::ShuttingDown => "unavailable_error",
         };
         let retry_after_secs = err.retry_after().map(|wait| wait.as_secs_f64().ceil() as u64);
         ApiError { status, kind, code: err.kind(), message: err.to_string(), retry_after_secs }

@@ -47,6 +47,7 @@ enum Phase {
 
 #[derive(Debug)]
 struct State {
+    settings: BreakerSettings,
     phase: Phase,
     consecutive_failures: u32,
     recent: VecDeque<bool>,
@@ -56,7 +57,6 @@ struct State {
 #[derive(Debug)]
 pub struct Breaker {
     provider: String,
-    settings: BreakerSettings,
     state: Mutex<State>,
 }
 
@@ -73,12 +73,17 @@ pub struct Permit {
 impl Breaker {
     /// A closed breaker for `provider`.
     pub fn new(provider: &str, settings: BreakerSettings) -> Arc<Self> {
-        let state = State { phase: Phase::Closed, consecutive_failures: 0, recent: VecDeque::new() };
-        Arc::new(Breaker { provider: provider.to_owned(), settings, state: Mutex::new(state) })
+        let state = State { settings, phase: Phase::Closed, consecutive_failures: 0, recent: VecDeque::new() };
+        Arc::new(Breaker { provider: provider.to_owned(), state: Mutex::new(state) })
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Takes new settings (a reloaded config) and keeps the state.
+    pub fn reconfigure(&self, settings: BreakerSettings) {
+        self.lock().settings = settings;
     }
 
     /// The current state; an open breaker whose cooldown has passed reads as half-open.
@@ -130,18 +135,19 @@ impl Breaker {
         state.consecutive_failures = state.consecutive_failures.saturating_add(1);
         self.remember(state, true);
         let failures = state.recent.iter().filter(|failed| **failed).count();
-        let rate_exceeded = state.recent.len() >= self.settings.window
-            && failures as f64 >= self.settings.failure_rate * state.recent.len() as f64;
+        let settings = state.settings;
+        let rate_exceeded = state.recent.len() >= settings.window
+            && failures as f64 >= settings.failure_rate * state.recent.len() as f64;
         let should_open = match state.phase {
-            Phase::Closed => state.consecutive_failures >= self.settings.failure_threshold || rate_exceeded,
+            Phase::Closed => state.consecutive_failures >= settings.failure_threshold || rate_exceeded,
             Phase::HalfOpen { .. } => probe,
             Phase::Open { .. } => false,
         };
         if should_open {
-            state.phase = Phase::Open { until: Instant::now() + self.settings.cooldown };
+            state.phase = Phase::Open { until: Instant::now() + settings.cooldown };
             tracing::warn!(
                 provider = %self.provider,
-                cooldown_ms = u64::try_from(self.settings.cooldown.as_millis()).unwrap_or(u64::MAX),
+                cooldown_ms = u64::try_from(settings.cooldown.as_millis()).unwrap_or(u64::MAX),
                 consecutive_failures = state.consecutive_failures,
                 "breaker_open"
             );
@@ -150,7 +156,7 @@ impl Breaker {
 
     fn remember(&self, state: &mut State, failed: bool) {
         state.recent.push_back(failed);
-        while state.recent.len() > self.settings.window {
+        while state.recent.len() > state.settings.window {
             state.recent.pop_front();
         }
     }

@@ -1,16 +1,20 @@
-//! The state baton keeps per provider between requests, shared by all routes.
+//! The state baton keeps per provider between requests, shared by all routes
+//! and kept across config reloads: breaker, rate-limit cooldown, recent times
+//! to first token, attempt counts and streams in flight.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
+use super::window::{MinuteWindow, Tally};
 use super::{Breaker, BreakerSettings};
 
 /// How many recent times to first token are kept per provider.
 const TTFT_WINDOW: usize = 100;
-/// Fewer samples than this give no percentile.
+/// Fewer samples than this give no p95 for automatic hedging.
 const TTFT_MIN_SAMPLES: usize = 10;
 
 /// One provider's shared state.
@@ -20,6 +24,9 @@ pub struct ProviderHealth {
     pub breaker: Arc<Breaker>,
     rate_limited_until: Mutex<Option<Instant>>,
     ttft: Mutex<VecDeque<Duration>>,
+    attempts: Mutex<MinuteWindow<Tally>>,
+    last_failure: Mutex<Option<(&'static str, SystemTime)>>,
+    inflight: AtomicI64,
 }
 
 impl ProviderHealth {
@@ -28,6 +35,9 @@ impl ProviderHealth {
             breaker: Breaker::new(name, settings),
             rate_limited_until: Mutex::new(None),
             ttft: Mutex::new(VecDeque::with_capacity(TTFT_WINDOW)),
+            attempts: Mutex::new(MinuteWindow::new()),
+            last_failure: Mutex::new(None),
+            inflight: AtomicI64::new(0),
         }
     }
 
@@ -44,6 +54,26 @@ impl ProviderHealth {
         (until > Instant::now()).then_some(until)
     }
 
+    /// Counts one attempt: a success, or a failure of class `failure`.
+    pub fn record_attempt(&self, failure: Option<&'static str>) {
+        if let Ok(mut attempts) = self.attempts.lock() {
+            attempts.add(Tally { total: 1, ok: u64::from(failure.is_none()), failed: u64::from(failure.is_some()) });
+        }
+        if let (Some(class), Ok(mut last)) = (failure, self.last_failure.lock()) {
+            *last = Some((class, SystemTime::now()));
+        }
+    }
+
+    /// Attempts over the last `minutes` minutes.
+    pub fn attempts(&self, minutes: u64) -> Tally {
+        self.attempts.lock().map(|window| window.last(minutes)).unwrap_or_default()
+    }
+
+    /// The class and time of the last failed attempt.
+    pub fn last_failure(&self) -> Option<(&'static str, SystemTime)> {
+        *self.last_failure.lock().ok()?
+    }
+
     /// Remembers one attempt's time to first token.
     pub fn record_ttft(&self, ttft: Duration) {
         if let Ok(mut samples) = self.ttft.lock() {
@@ -54,40 +84,80 @@ impl ProviderHealth {
         }
     }
 
-    /// The 95th percentile of recent times to first token, once there are enough.
-    pub fn ttft_p95(&self) -> Option<Duration> {
+    /// A percentile (0 to 1) of recent times to first token, if there are any.
+    pub fn ttft_percentile(&self, q: f64) -> Option<Duration> {
         let mut samples: Vec<Duration> = self.ttft.lock().ok()?.iter().copied().collect();
-        if samples.len() < TTFT_MIN_SAMPLES {
-            return None;
-        }
         samples.sort_unstable();
-        let index = (samples.len() * 95).div_ceil(100).saturating_sub(1);
-        samples.get(index).copied()
+        let rank = (samples.len() as f64 * q).ceil() as usize;
+        samples.get(rank.saturating_sub(1)).copied()
+    }
+
+    /// The 95th percentile of recent times to first token, once there are
+    /// enough to hedge on.
+    pub fn ttft_p95(&self) -> Option<Duration> {
+        let enough = self.ttft.lock().ok()?.len() >= TTFT_MIN_SAMPLES;
+        self.ttft_percentile(0.95).filter(|_| enough)
+    }
+
+    /// A stream from this provider started reaching a client.
+    pub fn stream_started(&self) {
+        self.inflight.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A stream from this provider ended, however it ended.
+    pub fn stream_ended(&self) {
+        self.inflight.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Streams from this provider reaching clients now.
+    pub fn inflight(&self) -> i64 {
+        self.inflight.load(Ordering::Relaxed)
     }
 }
 
 /// Every provider's state, by provider name.
 #[derive(Debug, Default)]
 pub struct Health {
-    providers: HashMap<String, Arc<ProviderHealth>>,
+    providers: RwLock<BTreeMap<String, Arc<ProviderHealth>>>,
 }
 
 impl Health {
     /// Fresh state for each `(name, breaker settings)`.
     pub fn new<'a>(providers: impl IntoIterator<Item = (&'a str, BreakerSettings)>) -> Self {
-        let providers = providers
-            .into_iter()
-            .map(|(name, settings)| (name.to_owned(), Arc::new(ProviderHealth::new(name, settings))))
-            .collect();
-        Health { providers }
+        let health = Health::default();
+        health.reconcile(providers);
+        health
     }
 
-    /// The state of provider `name`; a name not known at start gets fresh state.
+    /// Follows a reloaded config: providers that stay keep their state (with
+    /// their new breaker settings), new ones start fresh, removed ones go.
+    pub fn reconcile<'a>(&self, providers: impl IntoIterator<Item = (&'a str, BreakerSettings)>) {
+        let Ok(mut current) = self.providers.write() else { return };
+        let mut next = BTreeMap::new();
+        for (name, settings) in providers {
+            let health = match current.remove(name) {
+                Some(kept) => {
+                    kept.breaker.reconfigure(settings);
+                    kept
+                }
+                None => Arc::new(ProviderHealth::new(name, settings)),
+            };
+            next.insert(name.to_owned(), health);
+        }
+        *current = next;
+    }
+
+    /// The state of provider `name`. A provider unknown here (one a reload
+    /// removed while a request still used it) gets state of its own.
     pub fn provider(&self, name: &str) -> Arc<ProviderHealth> {
-        self.providers
-            .get(name)
-            .cloned()
-            .unwrap_or_else(|| Arc::new(ProviderHealth::new(name, BreakerSettings::default())))
+        let known = self.providers.read().ok().and_then(|providers| providers.get(name).cloned());
+        known.unwrap_or_else(|| Arc::new(ProviderHealth::new(name, BreakerSettings::default())))
+    }
+
+    /// Every provider, by name.
+    pub fn providers(&self) -> Vec<(String, Arc<ProviderHealth>)> {
+        let providers = self.providers.read().map(|p| p.clone()).unwrap_or_default();
+        providers.into_iter().collect()
     }
 }
 
@@ -112,7 +182,19 @@ mod tests {
         let p = health.provider("p");
         (1..10).for_each(|ms| p.record_ttft(Duration::from_millis(ms)));
         assert_eq!(p.ttft_p95(), None);
+        assert_eq!(p.ttft_percentile(0.5), Some(Duration::from_millis(5)));
         (10..=100).for_each(|ms| p.record_ttft(Duration::from_millis(ms)));
         assert_eq!(p.ttft_p95(), Some(Duration::from_millis(95)));
+    }
+
+    #[test]
+    fn a_reload_keeps_the_state_of_providers_that_stay() {
+        let health = Health::new([("kept", BreakerSettings::default()), ("gone", BreakerSettings::default())]);
+        health.provider("kept").record_attempt(Some("http_5xx"));
+        health.reconcile([("kept", BreakerSettings::default()), ("new", BreakerSettings::default())]);
+        let names: Vec<String> = health.providers().into_iter().map(|(name, _)| name).collect();
+        assert_eq!(names, ["kept", "new"]);
+        assert_eq!(health.provider("kept").attempts(1).failed, 1, "the kept provider remembers");
+        assert_eq!(health.provider("new").attempts(1).total, 0);
     }
 }

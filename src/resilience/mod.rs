@@ -4,6 +4,8 @@
 pub mod backoff;
 pub mod breaker;
 mod health;
+pub mod window;
 
 pub use breaker::{Breaker, BreakerSettings, BreakerState, Permit};
 pub use health::{Health, ProviderHealth};
+pub use window::{MinuteWindow, Tally};

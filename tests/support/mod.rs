@@ -5,7 +5,6 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use baton::AppState;
@@ -44,8 +43,8 @@ impl Proxy {
         let config = config::parse(config_text, "test.toml", &|_| None).expect("test config is valid");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
         let addr = listener.local_addr().expect("proxy addr");
-        let engine = Engine::new(&config).expect("engine");
-        let state = AppState { config: Arc::new(config), engine: engine.clone() };
+        let state = AppState::new(config).expect("state");
+        let engine = state.engine().clone();
         let task = tokio::spawn(async move {
             let _ = baton::serve(listener, state).await;
         });

@@ -1,0 +1,158 @@
+//! `POST /v1/chat/completions`: parse, route, run the engine, and send the
+//! answer as SSE or one body, measuring it from inside the response.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use futures_util::StreamExt;
+
+use super::egress::{self, Answer, ChunkEncoder};
+use super::error::ApiError;
+use super::{AppState, admin, ingress};
+use crate::core::{Call, CommittedStream, Failure, ProxyError, Winner};
+use crate::event::Event;
+use crate::observe::RequestWatch;
+
+/// The header that carries the request id, both ways.
+const REQUEST_ID: &str = "x-request-id";
+
+pub(super) async fn chat(State(state): State<AppState>, request: Request) -> Response {
+    let id = request_id(request.headers());
+    let mut response = match serve(&state, Arc::clone(&id), request).await {
+        Ok(response) => response,
+        Err(err) => err.into_response(),
+    };
+    if let Ok(value) = HeaderValue::from_str(&id) {
+        response.headers_mut().insert(REQUEST_ID, value);
+    }
+    response
+}
+
+/// The client's `x-request-id` when it is a sane token, or a new one.
+fn request_id(headers: &HeaderMap) -> Arc<str> {
+    let given = headers.get(REQUEST_ID).and_then(|value| value.to_str().ok());
+    match given.filter(|id| !id.is_empty() && id.len() <= 128 && id.bytes().all(|b| b.is_ascii_graphic())) {
+        Some(id) => Arc::from(id),
+        None => Arc::from(format!("req_{:016x}", fastrand::u64(..))),
+    }
+}
+
+async fn serve(state: &AppState, id: Arc<str>, request: Request) -> Result<Response, ApiError> {
+    let config = state.config();
+    let drills = admin::drills(request.headers(), &config)?;
+    let body = read_body(request.into_body(), config.max_body_bytes).await?;
+    let ingress = ingress::parse(&body)?;
+    let route = config.route(&ingress.model).ok_or_else(|| {
+        let known: Vec<&str> = config.routes.iter().map(|r| r.model.as_str()).collect();
+        ApiError::unknown_model(&ingress.model, &known)
+    })?;
+    let engine = state.engine();
+    let mut watch = RequestWatch::new(Arc::clone(engine.metrics()), Arc::clone(state.routes()), id, &route.model);
+    let call = Call { id: Arc::clone(watch.id()), request: ingress.request, drills };
+    if ingress.stream {
+        let committed = tokio::select! {
+            committed = engine.stream(route, call) => committed,
+            () = state.drained() => Err(ProxyError::ShuttingDown),
+        };
+        let committed = committed.inspect_err(|err| watch.end(err.kind()))?;
+        watch.committed(&committed.winner, Some(engine.health().provider(&committed.winner.provider.name)));
+        let encoder = ChunkEncoder::new(Answer::new(&committed.winner.model), ingress.include_usage);
+        let body = Body::from_stream(sse_body(committed.events, encoder, watch, state.clone()));
+        let mut response = (StatusCode::OK, body).into_response();
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        winner_headers(headers, &committed.winner);
+        Ok(response)
+    } else {
+        let completed = tokio::select! {
+            completed = engine.complete(route, &call) => completed,
+            () = state.drained() => Err(ProxyError::ShuttingDown),
+        };
+        let completed = completed.inspect_err(|err| watch.end(err.kind()))?;
+        watch.committed(&completed.winner, None);
+        for event in &completed.events {
+            if let Event::Usage(usage) = event {
+                watch.usage(*usage);
+            }
+        }
+        watch.end("ok");
+        let body = egress::completion(Answer::new(&completed.winner.model), completed.events);
+        let mut response = Json(body).into_response();
+        winner_headers(response.headers_mut(), &completed.winner);
+        Ok(response)
+    }
+}
+
+/// Relays a committed stream as SSE: one chunk per event, then `[DONE]`, or an
+/// error event and no `[DONE]` if the stream fails or the proxy shuts down.
+fn sse_body(
+    events: CommittedStream,
+    encoder: ChunkEncoder,
+    watch: RequestWatch,
+    state: AppState,
+) -> impl futures_util::Stream<Item = Result<Bytes, std::convert::Infallible>> + Send {
+    let drained: Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(async move { state.drained().await });
+    futures_util::stream::unfold(Some((events, encoder, watch, drained)), |relay| async move {
+        let (mut events, mut encoder, mut watch, mut drained) = relay?;
+        loop {
+            let next = tokio::select! {
+                next = events.next() => next,
+                () = &mut drained => Some(Err(Failure::ShuttingDown)),
+            };
+            match next {
+                Some(Ok(event)) => {
+                    if let Event::Usage(usage) = &event {
+                        watch.usage(*usage);
+                    }
+                    if let Some(bytes) = encoder.event(event) {
+                        return Some((Ok(bytes), Some((events, encoder, watch, drained))));
+                    }
+                }
+                Some(Err(failure)) => {
+                    watch.end(failure.kind());
+                    tracing::warn!(request_id = %watch.id(), failure_class = failure.kind(), error = %failure, "stream failed after commit");
+                    return Some((Ok(encoder.failure(&failure)), None));
+                }
+                None => {
+                    watch.end("ok");
+                    return Some((Ok(encoder.done()), None));
+                }
+            }
+        }
+    })
+}
+
+fn winner_headers(headers: &mut HeaderMap, winner: &Winner) {
+    let values = [
+        ("x-baton-provider", winner.provider.name.clone()),
+        ("x-baton-model", winner.model.clone()),
+        ("x-baton-attempts", winner.attempts.to_string()),
+    ];
+    for (name, value) in values {
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            headers.insert(name, value);
+        }
+    }
+}
+
+/// Reads the body, refusing it as soon as it passes `limit`.
+async fn read_body(body: Body, limit: usize) -> Result<Vec<u8>, ApiError> {
+    let mut stream = body.into_data_stream();
+    let mut out = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|err| ApiError::bad_request(format!("could not read request body: {err}")))?;
+        if out.len() + chunk.len() > limit {
+            return Err(ApiError::too_large(limit));
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(out)
+}

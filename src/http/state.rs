@@ -1,0 +1,105 @@
+//! What every handler shares, and the two things that change it at run time:
+//! a config reload and a drain before shutdown.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::config::{self, Config, ConfigError};
+use crate::core::Engine;
+use crate::observe::RouteStats;
+
+/// The proxy's shared state.
+#[derive(Clone)]
+pub struct AppState {
+    config: Arc<ArcSwap<Config>>,
+    config_path: Option<Arc<PathBuf>>,
+    engine: Engine,
+    routes: Arc<RouteStats>,
+    drain: watch::Sender<Option<Instant>>,
+}
+
+impl AppState {
+    /// State for `config`, with a fresh engine.
+    pub fn new(config: Config) -> Result<Self, reqwest::Error> {
+        let engine = Engine::new(&config)?;
+        Ok(AppState {
+            config: Arc::new(ArcSwap::from_pointee(config)),
+            config_path: None,
+            engine,
+            routes: Arc::new(RouteStats::default()),
+            drain: watch::Sender::new(None),
+        })
+    }
+
+    /// Remembers where the config came from, so it can be reloaded.
+    pub fn with_config_path(mut self, path: PathBuf) -> Self {
+        self.config_path = Some(Arc::new(path));
+        self
+    }
+
+    /// The config in force now; a request keeps the one it started with.
+    pub fn config(&self) -> Arc<Config> {
+        self.config.load_full()
+    }
+
+    /// The attempt loop, with provider health and metrics.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Per-route request counts.
+    pub fn routes(&self) -> &Arc<RouteStats> {
+        &self.routes
+    }
+
+    /// Re-reads the config file. A valid one replaces routes and providers
+    /// for new requests (streams in flight keep theirs, and providers that
+    /// stay keep their breaker and latency state); an invalid one is refused
+    /// and the running config stays.
+    pub fn reload(&self) -> Result<Arc<Config>, ConfigError> {
+        let Some(path) = &self.config_path else {
+            return Err(ConfigError::Read {
+                path: "(none)".to_owned(),
+                source: std::io::Error::other("this proxy was not started from a config file"),
+            });
+        };
+        let mut next = config::load(path)?;
+        let current = self.config();
+        if next.listen != current.listen {
+            tracing::warn!(listen = %current.listen, "a new listen address takes effect only on restart");
+            next.listen = current.listen;
+        }
+        self.engine.health().reconcile(next.providers.iter().map(|p| (p.name.as_str(), p.breaker)));
+        let next = Arc::new(next);
+        self.config.store(Arc::clone(&next));
+        tracing::info!(path = %path.display(), routes = next.routes.len(), providers = next.providers.len(), "config reloaded");
+        Ok(next)
+    }
+
+    /// Starts draining: streams still running after `grace` are ended with
+    /// an error event.
+    pub fn drain(&self, grace: Duration) {
+        self.drain.send_replace(Some(Instant::now() + grace));
+    }
+
+    /// Resolves once a drain's grace period is over.
+    pub(super) async fn drained(&self) {
+        let mut deadline = self.drain.subscribe();
+        loop {
+            let at = *deadline.borrow_and_update();
+            match at {
+                Some(at) => return tokio::time::sleep_until(at).await,
+                None => {
+                    if deadline.changed().await.is_err() {
+                        return std::future::pending().await;
+                    }
+                }
+            }
+        }
+    }
+}

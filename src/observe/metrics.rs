@@ -1,0 +1,171 @@
+//! Prometheus metrics, with the names of DESIGN.md §4 in one place and
+//! labels bounded to provider, route and outcome kinds: never raw error
+//! text, never anything a client chose.
+
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+use crate::resilience::{BreakerState, Health};
+
+/// Requests by route and outcome (a counter: the exposition adds `_total`).
+pub const REQUESTS: &str = "baton_requests";
+/// Attempts by provider and outcome.
+pub const ATTEMPTS: &str = "baton_attempts";
+/// Moves from one provider to the next, by reason.
+pub const FAILOVERS: &str = "baton_failovers";
+/// Time from an attempt's start to its first token, by provider.
+pub const TIME_TO_FIRST_TOKEN: &str = "baton_time_to_first_token_seconds";
+/// Time from a request's arrival to its end, by route.
+pub const REQUEST_DURATION: &str = "baton_request_duration_seconds";
+/// Tokens by provider and direction (`input`, `output`).
+pub const TOKENS: &str = "baton_tokens";
+/// Breaker state by provider: 0 closed, 1 half-open, 2 open.
+pub const BREAKER_STATE: &str = "baton_breaker_state";
+/// Streams being relayed now, by provider.
+pub const INFLIGHT_STREAMS: &str = "baton_inflight_streams";
+
+/// Histogram buckets from 10 ms to 60 s, in seconds.
+const BUCKETS: [f64; 13] = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RouteOutcome {
+    route: String,
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ProviderOutcome {
+    provider: String,
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Failover {
+    from: String,
+    to: String,
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ProviderLabel {
+    provider: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RouteLabel {
+    route: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TokenLabels {
+    provider: String,
+    direction: String,
+}
+
+type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn histogram() -> Histogram {
+    Histogram::new(BUCKETS)
+}
+
+/// One proxy's metrics: a registry of its own, so every proxy in a process
+/// (tests run many) counts only its own traffic.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<RouteOutcome, Counter>,
+    attempts: Family<ProviderOutcome, Counter>,
+    failovers: Family<Failover, Counter>,
+    ttft: Histograms<ProviderLabel>,
+    duration: Histograms<RouteLabel>,
+    tokens: Family<TokenLabels, Counter>,
+    breaker_state: Family<ProviderLabel, Gauge>,
+    inflight: Family<ProviderLabel, Gauge>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Every metric, registered and at zero.
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        let requests = Family::default();
+        let attempts = Family::default();
+        let failovers = Family::default();
+        let ttft: Histograms<ProviderLabel> = Family::new_with_constructor(histogram);
+        let duration: Histograms<RouteLabel> = Family::new_with_constructor(histogram);
+        let tokens = Family::default();
+        let breaker_state = Family::default();
+        let inflight = Family::default();
+        registry.register(REQUESTS, "Requests by route and outcome", requests.clone());
+        registry.register(ATTEMPTS, "Upstream attempts by provider and outcome", attempts.clone());
+        registry.register(FAILOVERS, "Moves to the next provider, by reason", failovers.clone());
+        registry.register(TIME_TO_FIRST_TOKEN, "Attempt start to first token, by provider", ttft.clone());
+        registry.register(REQUEST_DURATION, "Request arrival to end, by route", duration.clone());
+        registry.register(TOKENS, "Tokens by provider and direction", tokens.clone());
+        registry.register(BREAKER_STATE, "Circuit breaker: 0 closed, 1 half-open, 2 open", breaker_state.clone());
+        registry.register(INFLIGHT_STREAMS, "Streams being relayed now", inflight.clone());
+        Metrics { registry, requests, attempts, failovers, ttft, duration, tokens, breaker_state, inflight }
+    }
+
+    /// A request ended with `outcome`, after `duration`.
+    pub fn request(&self, route: &str, outcome: &str, duration: Duration) {
+        self.requests.get_or_create(&RouteOutcome { route: route.to_owned(), outcome: outcome.to_owned() }).inc();
+        self.duration.get_or_create(&RouteLabel { route: route.to_owned() }).observe(duration.as_secs_f64());
+    }
+
+    /// An attempt ended (`committed`, or its failure class).
+    pub fn attempt(&self, provider: &str, outcome: &str) {
+        self.attempts
+            .get_or_create(&ProviderOutcome { provider: provider.to_owned(), outcome: outcome.to_owned() })
+            .inc();
+    }
+
+    /// An attempt reached its first token after `ttft`.
+    pub fn first_token(&self, provider: &str, ttft: Duration) {
+        self.ttft.get_or_create(&ProviderLabel { provider: provider.to_owned() }).observe(ttft.as_secs_f64());
+    }
+
+    /// The request moved from `from` to `to` because of `reason`.
+    pub fn failover(&self, from: &str, to: &str, reason: &str) {
+        let labels = Failover { from: from.to_owned(), to: to.to_owned(), reason: reason.to_owned() };
+        self.failovers.get_or_create(&labels).inc();
+    }
+
+    /// Tokens a provider read and wrote for one answer.
+    pub fn tokens(&self, provider: &str, input: u64, output: u64) {
+        for (direction, count) in [("input", input), ("output", output)] {
+            let labels = TokenLabels { provider: provider.to_owned(), direction: direction.to_owned() };
+            self.tokens.get_or_create(&labels).inc_by(count);
+        }
+    }
+
+    /// The exposition text, with the gauges read from `health` now.
+    pub fn render(&self, health: &Health) -> String {
+        for (name, provider) in health.providers() {
+            let state = match provider.breaker.state() {
+                BreakerState::Closed => 0,
+                BreakerState::HalfOpen => 1,
+                BreakerState::Open => 2,
+            };
+            let label = ProviderLabel { provider: name.clone() };
+            self.breaker_state.get_or_create(&label).set(state);
+            self.inflight.get_or_create(&label).set(provider.inflight());
+        }
+        let mut text = String::new();
+        if prometheus_client::encoding::text::encode(&mut text, &self.registry).is_err() {
+            text.clear();
+        }
+        text
+    }
+}

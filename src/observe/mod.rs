@@ -1,0 +1,37 @@
+//! What operators see: Prometheus metrics, the per-request record, and the
+//! per-route counts behind the status API.
+
+mod metrics;
+mod request;
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+pub use metrics::Metrics;
+pub use request::RequestWatch;
+
+use crate::resilience::{MinuteWindow, Tally};
+
+/// Requests per route over the last minutes: `total` requests, `ok` answered,
+/// `failed` needed a failover.
+#[derive(Debug, Default)]
+pub struct RouteStats {
+    routes: Mutex<BTreeMap<String, MinuteWindow<Tally>>>,
+}
+
+impl RouteStats {
+    /// Counts one request on `route`.
+    pub fn record(&self, route: &str, tally: Tally) {
+        if let Ok(mut routes) = self.routes.lock() {
+            routes.entry(route.to_owned()).or_default().add(tally);
+        }
+    }
+
+    /// Each route's counts over the last `minutes`.
+    pub fn last(&self, minutes: u64) -> BTreeMap<String, Tally> {
+        let routes = self.routes.lock();
+        routes
+            .map(|routes| routes.iter().map(|(name, window)| (name.clone(), window.last(minutes))).collect())
+            .unwrap_or_default()
+    }
+}

@@ -1,0 +1,110 @@
+//! Measures one request from inside its response: time to first token,
+//! duration, usage, who answered and how it ended — recorded once, when the
+//! answer ends or is dropped, because middleware only ever sees headers.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{Metrics, RouteStats};
+use crate::core::Winner;
+use crate::event::Usage;
+use crate::resilience::{ProviderHealth, Tally};
+
+/// How a request ended when nothing else was said: the client went away.
+const CLIENT_DISCONNECT: &str = "client_disconnect";
+
+/// The per-request record; logs one line and updates metrics when dropped.
+pub struct RequestWatch {
+    metrics: Arc<Metrics>,
+    routes: Arc<RouteStats>,
+    id: Arc<str>,
+    route: String,
+    started: Instant,
+    winner: Option<Winner>,
+    streaming: Option<Arc<ProviderHealth>>,
+    first_token: Option<Duration>,
+    usage: Usage,
+    outcome: Option<&'static str>,
+}
+
+impl RequestWatch {
+    /// Starts watching request `id` on `route`.
+    pub fn new(metrics: Arc<Metrics>, routes: Arc<RouteStats>, id: Arc<str>, route: &str) -> Self {
+        RequestWatch {
+            metrics,
+            routes,
+            id,
+            route: route.to_owned(),
+            started: Instant::now(),
+            winner: None,
+            streaming: None,
+            first_token: None,
+            usage: Usage::default(),
+            outcome: None,
+        }
+    }
+
+    /// The request's id, for the response header.
+    pub fn id(&self) -> &Arc<str> {
+        &self.id
+    }
+
+    /// An attempt committed: its first byte is going out now. A streamed
+    /// answer counts as in flight for `health` until the watch ends.
+    pub fn committed(&mut self, winner: &Winner, streaming: Option<Arc<ProviderHealth>>) {
+        self.first_token = Some(self.started.elapsed());
+        if let Some(health) = &streaming {
+            health.stream_started();
+        }
+        self.streaming = streaming;
+        self.winner = Some(winner.clone());
+    }
+
+    /// Token counts so far; later ones replace earlier ones.
+    pub fn usage(&mut self, usage: Usage) {
+        self.usage.merge(usage);
+    }
+
+    /// The request ended as `outcome` (`ok`, a failure class, an error kind).
+    pub fn end(&mut self, outcome: &'static str) {
+        self.outcome.get_or_insert(outcome);
+    }
+}
+
+impl Drop for RequestWatch {
+    fn drop(&mut self) {
+        let outcome = self.outcome.unwrap_or(CLIENT_DISCONNECT);
+        let latency = self.started.elapsed();
+        if let Some(health) = &self.streaming {
+            health.stream_ended();
+        }
+        self.metrics.request(&self.route, outcome, latency);
+        let (provider, model, attempts) = match &self.winner {
+            Some(winner) => (winner.provider.name.as_str(), winner.model.as_str(), winner.attempts),
+            None => ("", "", 0),
+        };
+        let (input, output) = (self.usage.input_tokens.unwrap_or(0), self.usage.output_tokens.unwrap_or(0));
+        if self.winner.is_some() {
+            self.metrics.tokens(provider, input, output);
+        }
+        let failed_over = attempts > 1;
+        let answered = self.winner.is_some() && outcome == "ok";
+        self.routes.record(&self.route, Tally { total: 1, ok: u64::from(answered), failed: u64::from(failed_over) });
+        tracing::info!(
+            request_id = %self.id,
+            route = %self.route,
+            provider,
+            model,
+            attempt = attempts,
+            outcome,
+            ttft_ms = self.first_token.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            latency_ms = u64::try_from(latency.as_millis()).unwrap_or(u64::MAX),
+            input_tokens = input,
+            output_tokens = output,
+            fallback_count = attempts.saturating_sub(1),
+            "request"
+        );
+    }
+}
