@@ -41,9 +41,18 @@ impl Proxy {
     /// Starts a proxy on `127.0.0.1:0` from config text.
     pub async fn start(config_text: &str) -> Proxy {
         let config = config::parse(config_text, "test.toml", &|_| None).expect("test config is valid");
+        Self::serve(AppState::new(config).expect("state")).await
+    }
+
+    /// Starts a proxy from a config file it can reload.
+    pub async fn start_from_file(path: &std::path::Path) -> Proxy {
+        let config = config::load(path).expect("test config is valid");
+        Self::serve(AppState::new(config).expect("state").with_config_path(path.to_owned())).await
+    }
+
+    async fn serve(state: AppState) -> Proxy {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
         let addr = listener.local_addr().expect("proxy addr");
-        let state = AppState::new(config).expect("state");
         let engine = state.engine().clone();
         let task = tokio::spawn(async move {
             let _ = baton::serve(listener, state).await;

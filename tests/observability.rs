@@ -1,0 +1,212 @@
+//! What an operator sees: exact metric values after a scripted scenario, the
+//! status API, and reloads that keep what baton learned about providers.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
+
+mod support;
+
+use std::time::Duration;
+
+use baton::mock::{Fault, MockProvider};
+use futures_util::StreamExt;
+use serde_json::Value;
+use support::{Proxy, chat_body, post_chat, provider_toml, within};
+
+const HARD_LIMIT: Duration = Duration::from_secs(20);
+const NO_BREAKER: &str = "breaker = { failure_threshold = 1000000, window = 1000000 }";
+
+/// The value of the sample `name{labels}` in Prometheus text, whatever the label order.
+fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    text.lines().filter(|line| !line.starts_with('#')).find_map(|line| {
+        let (series, value) = line.rsplit_once(' ')?;
+        let (series_name, rest) = series.split_once('{').unwrap_or((series, "}"));
+        if series_name != name {
+            return None;
+        }
+        let found: Vec<(&str, &str)> = rest
+            .trim_end_matches('}')
+            .split(',')
+            .filter(|pair| !pair.is_empty())
+            .filter_map(|pair| pair.split_once('=').map(|(k, v)| (k, v.trim_matches('"'))))
+            .collect();
+        let same = found.len() == labels.len() && labels.iter().all(|label| found.contains(label));
+        same.then(|| value.parse().ok()).flatten()
+    })
+}
+
+async fn scrape(proxy: &Proxy) -> String {
+    reqwest::get(proxy.url("/metrics")).await.expect("metrics").text().await.expect("text")
+}
+
+fn two_providers(primary: &baton::mock::MockHandle, secondary: &baton::mock::MockHandle, top: &str) -> String {
+    format!(
+        "{top}\n{}\n{NO_BREAKER}\n\n{}[[routes]]\nmodel = \"chat\"\ntargets = [{{ provider = \"primary\", model = \"p\" }}, {{ provider = \"secondary\", model = \"s\" }}]\n",
+        provider_toml("primary", primary.provider_kind(), &primary.base_url()).trim_end(),
+        provider_toml("secondary", secondary.provider_kind(), &secondary.base_url()),
+    )
+}
+
+#[tokio::test]
+async fn metrics_count_a_scripted_failover_scenario_exactly() {
+    within(HARD_LIMIT, async {
+        let primary = MockProvider::anthropic().fault(Fault::Http5xx).spawn().await.expect("mock");
+        let secondary = MockProvider::gemini().tokens(8).gap(Duration::from_millis(30)).spawn().await.expect("mock");
+        let proxy = Proxy::start(&two_providers(&primary, &secondary, "")).await;
+        for stream in [true, true, true, false] {
+            assert_eq!(post_chat(&proxy, &chat_body(stream)).await.status, 200);
+        }
+        // One client that leaves after the first chunk.
+        let response = reqwest::Client::new()
+            .post(proxy.url("/v1/chat/completions"))
+            .json(&chat_body(true))
+            .send()
+            .await
+            .expect("answer");
+        let mut body = response.bytes_stream();
+        body.next().await.expect("a first chunk").expect("readable");
+        drop(body);
+        // Requests that never reach a route are not counted against one.
+        let unknown = serde_json::json!({ "model": "nope", "messages": [{ "role": "user", "content": "x" }] });
+        assert_eq!(post_chat(&proxy, &unknown).await.status, 404);
+
+        let mut text = scrape(&proxy).await;
+        for _ in 0..50 {
+            if sample(&text, "baton_requests_total", &[("route", "chat"), ("outcome", "client_disconnect")]).is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            text = scrape(&proxy).await;
+        }
+        let expect = |name: &str, labels: &[(&str, &str)], value: f64| {
+            assert_eq!(sample(&text, name, labels), Some(value), "{name}{labels:?} in:\n{text}");
+        };
+        expect("baton_requests_total", &[("route", "chat"), ("outcome", "ok")], 4.0);
+        expect("baton_requests_total", &[("route", "chat"), ("outcome", "client_disconnect")], 1.0);
+        expect("baton_attempts_total", &[("provider", "primary"), ("outcome", "http_5xx")], 5.0);
+        expect("baton_attempts_total", &[("provider", "secondary"), ("outcome", "committed")], 5.0);
+        expect("baton_failovers_total", &[("from", "primary"), ("to", "secondary"), ("reason", "http_5xx")], 5.0);
+        expect("baton_tokens_total", &[("provider", "secondary"), ("direction", "output")], 32.0);
+        expect("baton_tokens_total", &[("provider", "secondary"), ("direction", "input")], 40.0);
+        expect("baton_time_to_first_token_seconds_count", &[("provider", "secondary")], 5.0);
+        expect("baton_request_duration_seconds_count", &[("route", "chat")], 5.0);
+        expect("baton_breaker_state", &[("provider", "primary")], 0.0);
+        expect("baton_inflight_streams", &[("provider", "secondary")], 0.0);
+        expect("baton_time_to_first_token_seconds_bucket", &[("le", "0.01"), ("provider", "secondary")], 5.0);
+        expect("baton_request_duration_seconds_bucket", &[("le", "60.0"), ("route", "chat")], 5.0);
+        assert!(!text.contains("nope"), "a client's model name never becomes a label");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_open_breaker_and_a_stream_in_flight_show_as_gauges() {
+    within(HARD_LIMIT, async {
+        let dead = MockProvider::openai().fault(Fault::Http5xx).spawn().await.expect("mock");
+        let slow = MockProvider::anthropic().tokens(100).gap(Duration::from_millis(50)).spawn().await.expect("mock");
+        let config = format!(
+            "{}\nbreaker = {{ failure_threshold = 1 }}\n\n{}[[routes]]\nmodel = \"chat\"\ntargets = [{{ provider = \"dead\", model = \"d\" }}, {{ provider = \"slow\", model = \"s\" }}]\n",
+            provider_toml("dead", dead.provider_kind(), &dead.base_url()).trim_end(),
+            provider_toml("slow", slow.provider_kind(), &slow.base_url()),
+        );
+        let proxy = Proxy::start(&config).await;
+        let response =
+            reqwest::Client::new().post(proxy.url("/v1/chat/completions")).json(&chat_body(true)).send().await.expect("answer");
+        let text = scrape(&proxy).await;
+        assert_eq!(sample(&text, "baton_breaker_state", &[("provider", "dead")]), Some(2.0), "open");
+        assert_eq!(sample(&text, "baton_inflight_streams", &[("provider", "slow")]), Some(1.0), "one stream in flight");
+        drop(response);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_status_api_tells_who_is_serving_and_why() {
+    within(HARD_LIMIT, async {
+        let primary = MockProvider::anthropic().fault(Fault::Http5xx).spawn().await.expect("mock");
+        let secondary =
+            MockProvider::gemini().first_token_after(Duration::from_millis(20)).spawn().await.expect("mock");
+        let token = "status-token-0123456789";
+        let proxy = Proxy::start(&two_providers(&primary, &secondary, &format!("admin_token = \"{token}\""))).await;
+        for _ in 0..3 {
+            assert_eq!(post_chat(&proxy, &chat_body(true)).await.status, 200);
+        }
+        let client = reqwest::Client::new();
+        let refused = client.get(proxy.url("/admin/status")).send().await.expect("answer");
+        assert_eq!(refused.status(), 403, "the status API needs the admin token when one is set");
+        let status: Value = client
+            .get(proxy.url("/admin/status"))
+            .header("x-baton-admin-token", token)
+            .send()
+            .await
+            .expect("answer")
+            .json()
+            .await
+            .expect("json");
+        let providers = status["providers"].as_array().expect("providers");
+        let primary_status = &providers[0];
+        assert_eq!(primary_status["name"], "primary");
+        assert_eq!(primary_status["breaker"], "closed");
+        assert_eq!(primary_status["last_1m"], serde_json::json!({ "total": 3, "ok": 0, "failed": 3 }));
+        assert_eq!(primary_status["last_15m"]["failed"], 3);
+        assert_eq!(primary_status["last_failure"]["class"], "http_5xx");
+        assert!(primary_status["last_failure"]["seconds_ago"].as_f64().is_some_and(|s| s < 10.0));
+        let secondary_status = &providers[1];
+        assert_eq!(secondary_status["last_1m"], serde_json::json!({ "total": 3, "ok": 3, "failed": 0 }));
+        assert!(secondary_status["ttft_ms"]["p50"].as_f64().is_some_and(|ms| ms >= 20.0), "{secondary_status}");
+        assert_eq!(secondary_status["inflight"], 0);
+        assert!(secondary_status["last_failure"].is_null());
+        let route = &status["routes"][0];
+        assert_eq!(route["name"], "chat");
+        assert_eq!(route["last_1m"], serde_json::json!({ "requests": 3, "answered": 3, "failovers": 3 }));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_reload_replaces_routes_and_keeps_what_was_learned() {
+    within(HARD_LIMIT, async {
+        let dead = MockProvider::openai().fault(Fault::Http5xx).spawn().await.expect("mock");
+        let slow = MockProvider::anthropic().marker("old").tokens(20).gap(Duration::from_millis(20)).spawn().await.expect("mock");
+        let fresh = MockProvider::gemini().marker("new").spawn().await.expect("mock");
+        let providers = format!(
+            "{}\nbreaker = {{ failure_threshold = 1, cooldown_ms = 60000 }}\n\n{}{}",
+            provider_toml("dead", dead.provider_kind(), &dead.base_url()).trim_end(),
+            provider_toml("slow", slow.provider_kind(), &slow.base_url()),
+            provider_toml("fresh", fresh.provider_kind(), &fresh.base_url()),
+        );
+        let before = format!("{providers}[[routes]]\nmodel = \"chat\"\ntargets = [{{ provider = \"dead\", model = \"d\" }}, {{ provider = \"slow\", model = \"s\" }}]\n");
+        let dir = std::env::temp_dir().join(format!("baton-reload-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("baton.toml");
+        std::fs::write(&path, &before).expect("write");
+        let proxy = Proxy::start_from_file(&path).await;
+
+        // The dead provider's breaker opens, and a slow stream is in flight.
+        let in_flight =
+            reqwest::Client::new().post(proxy.url("/v1/chat/completions")).json(&chat_body(true)).send().await.expect("answer");
+        assert_eq!(in_flight.headers()["x-baton-provider"], "slow");
+        assert_eq!(proxy.engine.health().provider("dead").breaker.state(), baton::resilience::BreakerState::Open);
+
+        let after = format!("{providers}[[routes]]\nmodel = \"chat\"\ntargets = [{{ provider = \"dead\", model = \"d\" }}, {{ provider = \"fresh\", model = \"f\" }}]\n\n[[routes]]\nmodel = \"chat2\"\ntargets = [{{ provider = \"fresh\", model = \"f\" }}]\n");
+        std::fs::write(&path, &after).expect("write");
+        let reloaded = reqwest::Client::new().post(proxy.url("/admin/reload")).send().await.expect("answer");
+        assert_eq!(reloaded.status(), 200);
+
+        let text = in_flight.text().await.expect("the in-flight stream finished");
+        assert!(text.contains("old19") && text.trim_end().ends_with("data: [DONE]"), "it ran on the old config: {text}");
+        let got = post_chat(&proxy, &chat_body(true)).await;
+        assert_eq!(got.header("x-baton-provider"), "fresh", "new requests take the new route");
+        assert_eq!(got.header("x-baton-attempts"), "1", "the dead provider's breaker stayed open across the reload");
+        assert_eq!(dead.requests().len(), 1);
+
+        std::fs::write(&path, "[[routes]]\nmodel = \"broken\"\ntargets = []\n").expect("write");
+        let refused = reqwest::Client::new().post(proxy.url("/admin/reload")).send().await.expect("answer");
+        assert_eq!(refused.status(), 400);
+        let message = refused.text().await.expect("body");
+        assert!(message.contains("at least one target"), "{message}");
+        let models: Value = reqwest::get(proxy.url("/v1/models")).await.expect("models").json().await.expect("json");
+        let names: Vec<&str> = models["data"].as_array().expect("data").iter().filter_map(|m| m["id"].as_str()).collect();
+        assert_eq!(names, ["chat", "chat2"], "a bad config leaves the running one in place");
+    })
+    .await;
+}
