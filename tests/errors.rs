@@ -253,6 +253,11 @@ async fn models_lists_routes_and_healthz_answers() {
         assert_eq!(models["data"][0]["object"], "model");
         let health = reqwest::get(proxy.url("/healthz")).await.expect("healthz");
         assert_eq!(health.status(), 200);
+        let page = reqwest::get(proxy.url("/")).await.expect("page");
+        assert_eq!(page.headers()["content-type"], "text/html; charset=utf-8");
+        let html = page.text().await.expect("html");
+        assert!(html.contains("Playground") && html.contains("/admin/status"), "the page is built in");
+        assert!(!html.contains("https://"), "no CDN: the page loads nothing from elsewhere");
     })
     .await;
 }

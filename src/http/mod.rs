@@ -24,6 +24,7 @@ pub fn app(state: AppState) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(chat::chat))
         .route("/v1/models", get(models))
+        .route("/", get(page))
         .route("/healthz", get(|| async { "ok" }))
         .route("/metrics", get(metrics))
         .route("/admin/status", get(admin::status))
@@ -43,6 +44,11 @@ async fn models(State(state): State<AppState>) -> Json<serde_json::Value> {
         .map(|route| json!({ "id": route.model, "object": "model", "created": 0, "owned_by": "baton" }))
         .collect();
     Json(json!({ "object": "list", "data": data }))
+}
+
+/// The playground and live status page, built into the binary: no CDN, no build step.
+async fn page() -> axum::response::Html<&'static str> {
+    axum::response::Html(include_str!("page/index.html"))
 }
 
 async fn metrics(State(state): State<AppState>) -> impl IntoResponse {

@@ -1,0 +1,79 @@
+// The page at `/`, in Debian's headless Chromium driven by playwright-core,
+// against a running `baton demo`: send prompts from the playground, see the
+// streamed answer and who answered, and see failovers on the live status.
+
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { mkdirSync } from "node:fs";
+import { createInterface } from "node:readline";
+import { chromium } from "playwright-core";
+
+const here = new URL(".", import.meta.url).pathname;
+const BATON = process.env.BATON_BIN ?? `${here}../../target/debug/baton`;
+const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
+const ARTIFACTS = `${here}artifacts`;
+
+function startDemo() {
+  const proc = spawn(BATON, ["demo", "--listen", "127.0.0.1:0"], {
+    stdio: ["ignore", "ignore", "pipe"],
+    env: { ...process.env, RUST_LOG: "info" },
+  });
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error("baton demo did not start")), 20000);
+    createInterface({ input: proc.stderr }).on("line", (line) => {
+      const match = /is serving.*listen=(\S+)/.exec(line);
+      if (match) {
+        clearTimeout(timer);
+        resolve({ proc, url: `http://${match[1]}/` });
+      }
+    });
+    proc.on("exit", (code) => reject(new Error(`baton demo exited with ${code}`)));
+  });
+}
+
+test("the playground streams answers and the live status shows failovers", { timeout: 90000 }, async () => {
+  const { proc, url } = await startDemo();
+  const browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+      "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+  });
+  try {
+    const page = await browser.newPage({ viewport: { width: 1280, height: 860 } });
+    await page.goto(url);
+    await page.waitForFunction(() => document.querySelectorAll("#route option").length > 0);
+    assert.equal(await page.inputValue("#route"), "chat", "the demo's route is offered");
+
+    const providers = new Set();
+    for (let i = 0; i < 6; i++) {
+      await page.fill("#prompt", `hello from the browser, try ${i}`);
+      await page.click("#send");
+      await page.waitForFunction(() => ["done", "failed", "cut off"].includes(document.getElementById("state").textContent),
+        null, { timeout: 20000 });
+      assert.equal(await page.textContent("#state"), "done", "every answer completes");
+      const provider = await page.textContent("#provider");
+      const answer = await page.textContent("#answer");
+      const marker = { "flaky-anthropic": "flaky", "steady-openai": "steady" }[provider];
+      assert.ok(marker, `a demo provider answered: ${provider}`);
+      const words = Array.from({ length: 24 }, (_, n) => `${marker}${n}`).join(" ");
+      assert.equal(answer, words, "the streamed text is exactly the answering provider's");
+      providers.add(provider);
+    }
+    assert.ok(providers.has("steady-openai"), "the flaky primary failed over at least once");
+
+    await page.waitForSelector('[data-provider="flaky-anthropic"]');
+    await page.waitForFunction(() => {
+      const cells = document.querySelectorAll("#status-routes tbody td");
+      return cells.length >= 3 && Number(cells[1].textContent) >= 6 && Number(cells[2].textContent) >= 1;
+    }, null, { timeout: 10000 });
+    const failedAttempts = await page.textContent('[data-provider="flaky-anthropic"]');
+    assert.match(failedAttempts, /last failure/, "the flaky provider's card is shown");
+
+    mkdirSync(ARTIFACTS, { recursive: true });
+    await page.screenshot({ path: `${ARTIFACTS}/page.png`, fullPage: true });
+  } finally {
+    await browser.close();
+    proc.kill();
+  }
+});
