@@ -4,7 +4,7 @@
 
 mod admin;
 mod chat;
-mod egress;
+pub mod egress;
 mod error;
 mod ingress;
 mod state;

@@ -1,0 +1,124 @@
+//! The relay's hot path, per provider kind: decode one upstream SSE event,
+//! normalise it and re-encode it as an OpenAI chunk; and the same for a whole
+//! 1,000-token answer from raw bytes. Reports time (criterion) and heap bytes
+//! and allocations per chunk (a counting global allocator).
+//! Run with `cargo bench --bench codec`.
+
+#![allow(clippy::print_stdout, clippy::expect_used, reason = "a benchmark reports on stdout and stops on setup errors")]
+
+use std::alloc::System;
+use std::convert::Infallible;
+use std::hint::black_box;
+use std::sync::Arc;
+
+use baton::http::egress::{Answer, ChunkEncoder};
+use baton::mock::wire;
+use baton::providers::{ProviderKind, SseEvent, driver};
+use bytes::Bytes;
+use criterion::{Criterion, Throughput};
+use futures_util::StreamExt;
+use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
+
+/// Counts every allocation, so a run can say what the code under test asked for.
+#[global_allocator]
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+const TOKENS: usize = 1000;
+
+/// One text event as the provider writes it, parsed as the relay receives it.
+fn text_event(kind: ProviderKind) -> SseEvent {
+    let raw = wire::text(kind, "model-x", " word42");
+    let mut event = SseEvent::data("");
+    for line in raw.lines() {
+        if let Some(name) = line.strip_prefix("event: ") {
+            event.event = name.to_owned();
+        } else if let Some(data) = line.strip_prefix("data: ") {
+            event.data = data.to_owned();
+        }
+    }
+    event
+}
+
+/// A whole answer's body as the provider writes it, one SSE event per network chunk.
+fn answer_body(kind: ProviderKind) -> Arc<Vec<Bytes>> {
+    let mut chunks: Vec<Bytes> = wire::preamble(kind, "model-x").into_iter().map(Bytes::from).collect();
+    chunks.extend((0..TOKENS).map(|i| Bytes::from(wire::text(kind, "model-x", &wire::token("word", i)))));
+    chunks.extend(wire::finish(kind, "model-x", TOKENS).into_iter().map(Bytes::from));
+    Arc::new(chunks)
+}
+
+/// Decodes and re-encodes one event; the caller's decoder keeps its state.
+fn one_chunk(event: &SseEvent, decoder: &mut dyn baton::providers::Decoder, encoder: &mut ChunkEncoder) -> usize {
+    let mut written = 0;
+    for normalised in decoder.on_event(event).expect("decodes") {
+        written += encoder.event(normalised).map_or(0, |bytes| bytes.len());
+    }
+    written
+}
+
+/// Relays a whole answer from raw bytes to encoded chunks.
+async fn relay(kind: ProviderKind, body: &Arc<Vec<Bytes>>) -> usize {
+    let body = Arc::clone(body);
+    let bytes = futures_util::stream::iter((0..body.len()).map(move |i| Ok::<_, Infallible>(body[i].clone())));
+    let mut events = driver::decode(bytes, kind.adapter().decoder());
+    let mut encoder = ChunkEncoder::new(Answer::new("model-x"), true);
+    let mut written = 0;
+    while let Some(event) = events.next().await {
+        written += encoder.event(event.expect("decodes")).map_or(0, |bytes| bytes.len());
+    }
+    written + encoder.done().len()
+}
+
+/// Allocations and bytes allocated per run of `work`.
+fn counted<T>(runs: u64, mut work: impl FnMut() -> T) -> (f64, f64) {
+    let region = Region::new(GLOBAL);
+    for _ in 0..runs {
+        black_box(work());
+    }
+    let stats = region.change();
+    let allocations = (stats.allocations + stats.reallocations) as f64 / runs as f64;
+    (allocations, (stats.bytes_allocated + stats.bytes_reallocated.max(0) as usize) as f64 / runs as f64)
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+    println!("heap use on the relay's hot path, per text chunk");
+    println!(
+        "| provider | allocations per chunk | bytes allocated per chunk | allocations per chunk, 1,000-token relay | bytes per chunk, 1,000-token relay |"
+    );
+    println!("|---|---|---|---|---|");
+    for kind in ProviderKind::ALL {
+        let event = text_event(kind);
+        let mut decoder = kind.adapter().decoder();
+        let mut encoder = ChunkEncoder::new(Answer::new("model-x"), false);
+        one_chunk(&event, decoder.as_mut(), &mut encoder);
+        let (chunk_allocations, chunk_bytes) = counted(10_000, || one_chunk(&event, decoder.as_mut(), &mut encoder));
+        let body = answer_body(kind);
+        let (relay_allocations, relay_bytes) = counted(20, || runtime.block_on(relay(kind, &body)));
+        println!(
+            "| {kind} | {chunk_allocations:.1} | {chunk_bytes:.0} | {:.1} | {:.0} |",
+            relay_allocations / TOKENS as f64,
+            relay_bytes / TOKENS as f64
+        );
+    }
+    println!();
+
+    let mut criterion = Criterion::default().configure_from_args();
+    let mut chunk = criterion.benchmark_group("chunk");
+    chunk.throughput(Throughput::Elements(1));
+    for kind in ProviderKind::ALL {
+        let event = text_event(kind);
+        let mut decoder = kind.adapter().decoder();
+        let mut encoder = ChunkEncoder::new(Answer::new("model-x"), false);
+        chunk.bench_function(kind.name(), |b| b.iter(|| one_chunk(black_box(&event), decoder.as_mut(), &mut encoder)));
+    }
+    chunk.finish();
+    let mut whole = criterion.benchmark_group("relay_1000_tokens");
+    whole.throughput(Throughput::Elements(TOKENS as u64));
+    for kind in ProviderKind::ALL {
+        let body = answer_body(kind);
+        whole.bench_function(kind.name(), |b| b.iter(|| runtime.block_on(relay(kind, black_box(&body)))));
+    }
+    whole.finish();
+    criterion.final_summary();
+}

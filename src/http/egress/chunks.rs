@@ -1,0 +1,218 @@
+//! The streamed answer as OpenAI `chat.completion.chunk` events. Chunks are
+//! serialised from borrowed, typed structs straight into the output buffer:
+//! one allocation per chunk on the relay's hot path.
+
+use bytes::{BufMut, Bytes, BytesMut};
+use serde::Serialize;
+use serde_json::json;
+
+use super::{Answer, OpenAiUsage};
+use crate::core::Failure;
+use crate::event::{Event, ToolCallDelta, Usage};
+
+/// Room for a chunk's fixed fields; the content's length is added to it.
+const CHUNK_OVERHEAD: usize = 192;
+
+#[derive(Serialize)]
+struct Chunk<'a> {
+    id: &'a str,
+    object: &'static str,
+    created: u64,
+    model: &'a str,
+    choices: &'a [Choice<'a>],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    usage: Option<OpenAiUsage>,
+}
+
+#[derive(Serialize)]
+struct Choice<'a> {
+    index: u32,
+    delta: Delta<'a>,
+    logprobs: Option<()>,
+    finish_reason: Option<&'static str>,
+}
+
+#[derive(Serialize, Default)]
+struct Delta<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    role: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_calls: Option<[ToolCall<'a>; 1]>,
+}
+
+#[derive(Serialize)]
+struct ToolCall<'a> {
+    index: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<&'a str>,
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    kind: Option<&'static str>,
+    function: Function<'a>,
+}
+
+#[derive(Serialize)]
+struct Function<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<&'a str>,
+    arguments: &'a str,
+}
+
+/// Encodes a committed stream as OpenAI chunks, one SSE event per event.
+pub struct ChunkEncoder {
+    answer: Answer,
+    include_usage: bool,
+    usage: Usage,
+    role_sent: bool,
+}
+
+impl ChunkEncoder {
+    /// An encoder for one answer; `include_usage` adds the final usage chunk.
+    pub fn new(answer: Answer, include_usage: bool) -> Self {
+        ChunkEncoder { answer, include_usage, usage: Usage::default(), role_sent: false }
+    }
+
+    /// The SSE bytes for one event; usage is held for the end.
+    pub fn event(&mut self, event: Event) -> Option<Bytes> {
+        let role = (!self.role_sent).then_some("assistant");
+        let (delta, finish, size) = match &event {
+            Event::Usage(usage) => {
+                self.usage.merge(*usage);
+                return None;
+            }
+            Event::Text(text) => (Delta { role, content: Some(text), ..Delta::default() }, None, text.len()),
+            Event::ToolCall(call) => {
+                let size = call.arguments.len() + call.name.as_ref().map_or(0, String::len);
+                (Delta { role, tool_calls: Some([tool_call(call)]), ..Delta::default() }, None, size)
+            }
+            Event::Finish(reason) => (Delta { role, ..Delta::default() }, Some(reason.as_str()), 0),
+        };
+        self.role_sent = true;
+        let choices = [Choice { index: 0, delta, logprobs: None, finish_reason: finish }];
+        Some(self.chunk(&choices, None, size))
+    }
+
+    /// The end of a complete answer: the usage chunk if asked for, then `[DONE]`.
+    pub fn done(&self) -> Bytes {
+        let mut out = BytesMut::new();
+        if self.include_usage {
+            out.extend_from_slice(&self.chunk(&[], Some(OpenAiUsage::from(self.usage)), 0));
+        }
+        out.extend_from_slice(b"data: [DONE]\n\n");
+        out.freeze()
+    }
+
+    /// The end of a failed answer: an error event and no `[DONE]`, so no client
+    /// takes a truncated answer for a complete one.
+    pub fn failure(&self, failure: &Failure) -> Bytes {
+        let error = json!({ "error": {
+            "message": format!("the upstream stream failed after it started: {failure}"),
+            "type": "upstream_error",
+            "code": failure.kind(),
+        }});
+        sse(&error, 256)
+    }
+
+    fn chunk(&self, choices: &[Choice<'_>], usage: Option<OpenAiUsage>, size: usize) -> Bytes {
+        let chunk = Chunk {
+            id: &self.answer.id,
+            object: "chat.completion.chunk",
+            created: self.answer.created,
+            model: &self.answer.model,
+            choices,
+            usage,
+        };
+        sse(&chunk, CHUNK_OVERHEAD + self.answer.model.len() + size)
+    }
+}
+
+/// `data: <json>\n\n`, written into one buffer of about `capacity` bytes.
+fn sse(value: &impl Serialize, capacity: usize) -> Bytes {
+    let mut out = BytesMut::with_capacity(capacity);
+    out.put_slice(b"data: ");
+    let mut out = out.writer();
+    if serde_json::to_writer(&mut out, value).is_err() {
+        return Bytes::new();
+    }
+    let mut out = out.into_inner();
+    out.put_slice(b"\n\n");
+    out.freeze()
+}
+
+fn tool_call(call: &ToolCallDelta) -> ToolCall<'_> {
+    ToolCall {
+        index: call.index,
+        id: call.id.as_deref(),
+        kind: call.id.as_ref().map(|_| "function"),
+        function: Function { name: call.name.as_deref(), arguments: &call.arguments },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value;
+
+    use crate::event::FinishReason;
+
+    use super::*;
+
+    fn answer() -> Answer {
+        Answer { id: "chatcmpl-1".into(), created: 7, model: "m".into() }
+    }
+
+    fn call(index: u32, id: Option<&str>, name: Option<&str>, arguments: &str) -> Event {
+        Event::ToolCall(ToolCallDelta {
+            index,
+            id: id.map(str::to_owned),
+            name: name.map(str::to_owned),
+            arguments: arguments.to_owned(),
+        })
+    }
+
+    fn data(bytes: &Bytes) -> Value {
+        let text = std::str::from_utf8(bytes).unwrap_or_default();
+        assert!(text.starts_with("data: ") && text.ends_with("\n\n"), "one SSE event: {text:?}");
+        serde_json::from_str(text.trim_start_matches("data: ").trim_end()).unwrap_or_default()
+    }
+
+    #[test]
+    fn text_chunks_follow_openai() {
+        let mut encoder = ChunkEncoder::new(answer(), false);
+        let first = data(&encoder.event(Event::Text("Hel\"lo".into())).unwrap_or_default());
+        assert_eq!(
+            first,
+            json!({ "id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 7, "model": "m",
+                "choices": [{ "index": 0, "delta": { "role": "assistant", "content": "Hel\"lo" }, "logprobs": null, "finish_reason": null }] })
+        );
+        let next = data(&encoder.event(Event::Text(" you".into())).unwrap_or_default());
+        assert_eq!(next["choices"][0]["delta"], json!({ "content": " you" }), "the role comes once");
+        let finish = data(&encoder.event(Event::Finish(FinishReason::Length)).unwrap_or_default());
+        assert_eq!(finish["choices"][0]["delta"], json!({}));
+        assert_eq!(finish["choices"][0]["finish_reason"], "length");
+        assert_eq!(&encoder.done()[..], b"data: [DONE]\n\n", "no usage chunk unless asked for");
+    }
+
+    #[test]
+    fn tool_call_chunks_follow_openai() {
+        let mut encoder = ChunkEncoder::new(answer(), true);
+        let first = encoder.event(call(0, Some("call_1"), Some("get_weather"), "")).unwrap_or_default();
+        assert_eq!(
+            data(&first)["choices"][0]["delta"],
+            json!({ "role": "assistant", "tool_calls": [{ "index": 0, "id": "call_1", "type": "function",
+                "function": { "name": "get_weather", "arguments": "" } }] })
+        );
+        let more = encoder.event(call(0, None, None, "{\"city\":")).unwrap_or_default();
+        assert_eq!(
+            data(&more)["choices"][0]["delta"],
+            json!({ "tool_calls": [{ "index": 0, "function": { "arguments": "{\"city\":" } }] })
+        );
+        assert_eq!(encoder.event(Event::Usage(Usage { input_tokens: Some(3), output_tokens: Some(4) })), None);
+        let finish = encoder.event(Event::Finish(FinishReason::ToolCalls)).unwrap_or_default();
+        assert_eq!(data(&finish)["choices"][0]["finish_reason"], "tool_calls");
+        let done = encoder.done();
+        let text = std::str::from_utf8(&done).unwrap_or_default();
+        assert!(text.contains("\"total_tokens\":7") && text.ends_with("data: [DONE]\n\n"), "{text}");
+        assert!(text.contains("\"choices\":[]"), "the usage chunk has no choices: {text}");
+    }
+}
