@@ -14,7 +14,7 @@ pub use http::{AppState, app};
 
 /// Serves the proxy on `listener` until the process ends.
 pub async fn serve(listener: tokio::net::TcpListener, state: AppState) -> std::io::Result<()> {
-    axum::serve(listener, app(state)).await
+    axum::serve(without_nagle(listener), app(state)).await
 }
 
 /// Serves until `shutdown` resolves, then stops accepting and waits for the
@@ -24,5 +24,16 @@ pub async fn serve_until(
     state: AppState,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, app(state)).with_graceful_shutdown(shutdown).await
+    axum::serve(without_nagle(listener), app(state)).with_graceful_shutdown(shutdown).await
+}
+
+/// Every token is a small write that must leave at once: with Nagle's
+/// algorithm on, each waits for the client's delayed ACK (about 40 ms).
+fn without_nagle(listener: tokio::net::TcpListener) -> impl axum::serve::Listener<Addr = std::net::SocketAddr> {
+    use axum::serve::ListenerExt;
+    listener.tap_io(|stream| {
+        if let Err(err) = stream.set_nodelay(true) {
+            tracing::warn!(error = %err, "cannot turn off Nagle's algorithm on a client connection");
+        }
+    })
 }

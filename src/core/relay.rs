@@ -5,7 +5,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::{Stream, StreamExt, stream};
+use futures_util::{FutureExt, Stream, StreamExt, stream};
 
 use super::Failure;
 use crate::event::Event;
@@ -59,7 +59,12 @@ pub(super) fn committed(
 ) -> CommittedStream {
     let relay = stream::unfold(Some((rest, outcome)), move |state| async move {
         let (mut rest, outcome) = state?;
-        let failure = match tokio::time::timeout(idle, rest.next()).await {
+        // An event that is already there needs no idle timer.
+        let next = match rest.next().now_or_never() {
+            Some(ready) => Ok(ready),
+            None => tokio::time::timeout(idle, rest.next()).await,
+        };
+        let failure = match next {
             Ok(Some(Ok(event))) => return Some((Ok(event), Some((rest, outcome)))),
             Ok(None) => {
                 outcome.complete();

@@ -10,8 +10,8 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use bytes::Bytes;
-use futures_util::StreamExt;
+use bytes::{Bytes, BytesMut};
+use futures_util::{FutureExt, StreamExt};
 
 use super::egress::{self, Answer, ChunkEncoder};
 use super::error::ApiError;
@@ -19,6 +19,9 @@ use super::{AppState, admin, ingress};
 use crate::core::{Call, CommittedStream, Failure, ProxyError, Winner};
 use crate::event::Event;
 use crate::observe::RequestWatch;
+
+/// How much of the answer may leave in one write when events arrive together.
+const COALESCE_BYTES: usize = 16 * 1024;
 
 /// The header that carries the request id, both ways.
 const REQUEST_ID: &str = "x-request-id";
@@ -93,6 +96,8 @@ async fn serve(state: &AppState, id: Arc<str>, request: Request) -> Result<Respo
 
 /// Relays a committed stream as SSE: one chunk per event, then `[DONE]`, or an
 /// error event and no `[DONE]` if the stream fails or the proxy shuts down.
+/// Events that are already waiting leave together in one write; nothing
+/// waits for more.
 fn sse_body(
     events: CommittedStream,
     encoder: ChunkEncoder,
@@ -102,31 +107,46 @@ fn sse_body(
     let drained: Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(async move { state.drained().await });
     futures_util::stream::unfold(Some((events, encoder, watch, drained)), |relay| async move {
         let (mut events, mut encoder, mut watch, mut drained) = relay?;
+        let mut out = BytesMut::new();
+        let mut next = tokio::select! {
+            next = events.next() => next,
+            () = &mut drained => Some(Err(Failure::ShuttingDown)),
+        };
         loop {
-            let next = tokio::select! {
-                next = events.next() => next,
-                () = &mut drained => Some(Err(Failure::ShuttingDown)),
-            };
             match next {
                 Some(Ok(event)) => {
                     if let Event::Usage(usage) = &event {
                         watch.usage(*usage);
                     }
-                    if let Some(bytes) = encoder.event(event) {
-                        return Some((Ok(bytes), Some((events, encoder, watch, drained))));
-                    }
+                    encoder.write_event(event, &mut out);
                 }
                 Some(Err(failure)) => {
                     watch.end(failure.kind());
                     tracing::warn!(request_id = %watch.id(), failure_class = failure.kind(), error = %failure, "stream failed after commit");
-                    return Some((Ok(encoder.failure(&failure)), None));
+                    encoder.write_failure(&failure, &mut out);
+                    return Some((Ok(out.freeze()), None));
                 }
                 None => {
                     watch.end("ok");
-                    return Some((Ok(encoder.done()), None));
+                    encoder.write_done(&mut out);
+                    return Some((Ok(out.freeze()), None));
                 }
             }
+            if out.len() >= COALESCE_BYTES {
+                break;
+            }
+            match events.next().now_or_never() {
+                Some(ready) => next = ready,
+                None if out.is_empty() => {
+                    next = tokio::select! {
+                        next = events.next() => next,
+                        () = &mut drained => Some(Err(Failure::ShuttingDown)),
+                    };
+                }
+                None => break,
+            }
         }
+        Some((Ok(out.freeze()), Some((events, encoder, watch, drained))))
     })
 }
 

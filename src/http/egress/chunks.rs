@@ -75,11 +75,19 @@ impl ChunkEncoder {
 
     /// The SSE bytes for one event; usage is held for the end.
     pub fn event(&mut self, event: Event) -> Option<Bytes> {
+        let mut out = BytesMut::new();
+        self.write_event(event, &mut out);
+        (!out.is_empty()).then(|| out.freeze())
+    }
+
+    /// Appends the SSE bytes for one event to `out`, so events that are ready
+    /// together leave in one write.
+    pub fn write_event(&mut self, event: Event, out: &mut BytesMut) {
         let role = (!self.role_sent).then_some("assistant");
         let (delta, finish, size) = match &event {
             Event::Usage(usage) => {
                 self.usage.merge(*usage);
-                return None;
+                return;
             }
             Event::Text(text) => (Delta { role, content: Some(text), ..Delta::default() }, None, text.len()),
             Event::ToolCall(call) => {
@@ -90,31 +98,43 @@ impl ChunkEncoder {
         };
         self.role_sent = true;
         let choices = [Choice { index: 0, delta, logprobs: None, finish_reason: finish }];
-        Some(self.chunk(&choices, None, size))
+        self.write_chunk(&choices, None, size, out);
     }
 
     /// The end of a complete answer: the usage chunk if asked for, then `[DONE]`.
     pub fn done(&self) -> Bytes {
         let mut out = BytesMut::new();
+        self.write_done(&mut out);
+        out.freeze()
+    }
+
+    /// Appends the end of a complete answer to `out`.
+    pub fn write_done(&self, out: &mut BytesMut) {
         if self.include_usage {
-            out.extend_from_slice(&self.chunk(&[], Some(OpenAiUsage::from(self.usage)), 0));
+            self.write_chunk(&[], Some(OpenAiUsage::from(self.usage)), 0, out);
         }
         out.extend_from_slice(b"data: [DONE]\n\n");
-        out.freeze()
     }
 
     /// The end of a failed answer: an error event and no `[DONE]`, so no client
     /// takes a truncated answer for a complete one.
     pub fn failure(&self, failure: &Failure) -> Bytes {
+        let mut out = BytesMut::new();
+        self.write_failure(failure, &mut out);
+        out.freeze()
+    }
+
+    /// Appends the end of a failed answer to `out`.
+    pub fn write_failure(&self, failure: &Failure, out: &mut BytesMut) {
         let error = json!({ "error": {
             "message": format!("the upstream stream failed after it started: {failure}"),
             "type": "upstream_error",
             "code": failure.kind(),
         }});
-        sse(&error, 256)
+        write_sse(&error, 256, out);
     }
 
-    fn chunk(&self, choices: &[Choice<'_>], usage: Option<OpenAiUsage>, size: usize) -> Bytes {
+    fn write_chunk(&self, choices: &[Choice<'_>], usage: Option<OpenAiUsage>, size: usize, out: &mut BytesMut) {
         let chunk = Chunk {
             id: &self.answer.id,
             object: "chat.completion.chunk",
@@ -123,21 +143,20 @@ impl ChunkEncoder {
             choices,
             usage,
         };
-        sse(&chunk, CHUNK_OVERHEAD + self.answer.model.len() + size)
+        write_sse(&chunk, CHUNK_OVERHEAD + self.answer.model.len() + size, out);
     }
 }
 
-/// `data: <json>\n\n`, written into one buffer of about `capacity` bytes.
-fn sse(value: &impl Serialize, capacity: usize) -> Bytes {
-    let mut out = BytesMut::with_capacity(capacity);
+/// Appends `data: <json>\n\n` to `out`, reserving about `size` bytes first.
+fn write_sse(value: &impl Serialize, size: usize, out: &mut BytesMut) {
+    let start = out.len();
+    out.reserve(size);
     out.put_slice(b"data: ");
-    let mut out = out.writer();
-    if serde_json::to_writer(&mut out, value).is_err() {
-        return Bytes::new();
+    if serde_json::to_writer((&mut *out).writer(), value).is_err() {
+        out.truncate(start);
+        return;
     }
-    let mut out = out.into_inner();
     out.put_slice(b"\n\n");
-    out.freeze()
 }
 
 fn tool_call(call: &ToolCallDelta) -> ToolCall<'_> {

@@ -1,0 +1,383 @@
+//! The load benchmark: many concurrent streamed requests, each a 200-token
+//! answer from simulated providers on loopback, through each path side by
+//! side — direct (the floor), nginx as a plain SSE pass-through, baton
+//! (healthy, and with a primary failing 30 % of requests) — reporting added
+//! time to first token, completed streams per second, gateway CPU per 1,000
+//! streams, and memory per stream in flight. Every figure of a table comes
+//! from one run. Run with:
+//!
+//! ```sh
+//! cargo build --release && cargo bench --bench load
+//! ```
+//!
+//! Every process is started here: `baton mock` for the providers, `baton serve`,
+//! and Debian's `nginx` (installed with apt when missing).
+
+#![allow(
+    clippy::print_stdout,
+    clippy::expect_used,
+    clippy::unwrap_used,
+    reason = "a benchmark reports on stdout and stops on setup errors"
+)]
+
+mod support;
+
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use serde_json::json;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+const TOKENS: usize = 200;
+/// How long each worker keeps sending requests, per concurrency level.
+const DRIVE: Duration = Duration::from_secs(4);
+/// The gap between tokens of the long answers held open to measure memory.
+const SLOW_GAP_MS: u64 = 50;
+const MARKER: &str = "tok";
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn baton_bin() -> PathBuf {
+    root().join("target/release/baton")
+}
+
+fn scratch() -> PathBuf {
+    let dir = root().join("target/bench-load");
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+/// Starts `baton args…` and returns it with the address its log reports.
+async fn start_baton(args: &[&str]) -> (Child, SocketAddr) {
+    let mut child = Command::new(baton_bin())
+        .args(args)
+        .env("RUST_LOG", "warn,baton=info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the release binary exists: run `cargo build --release` first");
+    let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
+    let addr = loop {
+        let line = lines.next_line().await.expect("log").expect("baton exited early");
+        if let Some(rest) = line.split("listen=").nth(1).filter(|_| line.contains("is serving")) {
+            break rest.split_whitespace().next().expect("addr").parse().expect("addr");
+        }
+    };
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (child, addr)
+}
+
+async fn mock(extra: &[&str]) -> (Child, SocketAddr) {
+    let mut args = vec!["mock", "--kind", "openai", "--listen", "127.0.0.1:0", "--marker", MARKER, "--tokens", "200"];
+    args.extend_from_slice(extra);
+    start_baton(&args).await
+}
+
+/// CPU seconds (user + system) of `pids`, from /proc.
+fn cpu_seconds(pids: &[u32]) -> f64 {
+    let ticks = 100.0;
+    pids.iter()
+        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok())
+        .map(|stat| {
+            let fields: Vec<&str> =
+                stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("").split_whitespace().collect();
+            let num = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+            (num(11) + num(12)) / ticks
+        })
+        .sum()
+}
+
+/// Resident memory of `pids` in bytes: now (`VmRSS`) or at its peak (`VmHWM`).
+fn memory(pids: &[u32], field: &str) -> u64 {
+    pids.iter()
+        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/status")).ok())
+        .filter_map(|status| {
+            status
+                .lines()
+                .find(|l| l.starts_with(field))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .sum::<u64>()
+        * 1024
+}
+
+/// `pid` and every process whose parent it is (nginx's workers).
+fn with_children(pid: u32) -> Vec<u32> {
+    let mut pids = vec![pid];
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        for entry in entries.flatten() {
+            let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+            let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
+            let parent = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                .and_then(|p| p.parse::<u32>().ok());
+            if parent == Some(pid) {
+                pids.push(child);
+            }
+        }
+    }
+    pids
+}
+
+/// One way to reach the providers.
+struct Gateway {
+    name: &'static str,
+    /// The chat URL and the model to send, for the fast answers.
+    fast: (String, &'static str),
+    /// The same for the slow answers that are held open.
+    slow: (String, &'static str),
+    /// The gateway's processes, to measure; none for direct.
+    process: Option<Child>,
+}
+
+impl Gateway {
+    fn pids(&self) -> Vec<u32> {
+        self.process.as_ref().and_then(Child::id).map(with_children).unwrap_or_default()
+    }
+}
+
+async fn nginx(fast: SocketAddr, slow: SocketAddr) -> Option<(Child, SocketAddr)> {
+    if which("nginx").is_none() {
+        let status =
+            std::process::Command::new("apt-get").args(["install", "-y", "-q", "nginx-light"]).status().ok()?;
+        if !status.success() {
+            return None;
+        }
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
+    let dir = scratch().join("nginx");
+    std::fs::create_dir_all(dir.join("logs")).ok()?;
+    let conf = format!(
+        "worker_processes auto;\npid {dir}/nginx.pid;\nerror_log {dir}/logs/error.log warn;\nworker_rlimit_nofile 20000;\n\
+         events {{ worker_connections 20000; }}\n\
+         http {{\n  access_log off;\n  client_body_temp_path {dir}/body;\n  proxy_temp_path {dir}/proxy;\n\
+         upstream fast {{ server {fast}; keepalive 1024; }}\n  upstream slow {{ server {slow}; keepalive 1024; }}\n\
+         server {{\n    listen 127.0.0.1:{port};\n\
+         location /fast/ {{ proxy_pass http://fast/; proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_buffering off; proxy_cache off; }}\n\
+         location /slow/ {{ proxy_pass http://slow/; proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_buffering off; proxy_cache off; }}\n\
+         }}\n}}\n",
+        dir = dir.display()
+    );
+    std::fs::write(dir.join("nginx.conf"), conf).ok()?;
+    let child = Command::new(which("nginx")?)
+        .args(["-g", "daemon off;", "-c"])
+        .arg(dir.join("nginx.conf"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .ok()?;
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().ok()?;
+    for _ in 0..100 {
+        if tokio::net::TcpStream::connect(addr).await.is_ok() {
+            return Some((child, addr));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    None
+}
+
+fn which(program: &str) -> Option<PathBuf> {
+    ["/usr/sbin", "/usr/bin", "/usr/local/bin", "/sbin", "/bin"]
+        .iter()
+        .map(|dir| Path::new(dir).join(program))
+        .find(|p| p.exists())
+}
+
+fn baton_config(fast: SocketAddr, slow: SocketAddr, flaky: SocketAddr) -> PathBuf {
+    let text = format!(
+        "listen = \"127.0.0.1:0\"\n\n\
+         [[providers]]\nname = \"fast\"\nkind = \"openai\"\nbase_url = \"http://{fast}/v1\"\n\n\
+         [[providers]]\nname = \"slow\"\nkind = \"openai\"\nbase_url = \"http://{slow}/v1\"\n\n\
+         [[providers]]\nname = \"flaky\"\nkind = \"openai\"\nbase_url = \"http://{flaky}/v1\"\nbreaker = {{ failure_threshold = 1000000, window = 1000000 }}\n\n\
+         [[routes]]\nmodel = \"fast\"\ntargets = [{{ provider = \"fast\", model = \"m\" }}]\n\n\
+         [[routes]]\nmodel = \"slow\"\nidle_timeout_ms = 60000\ntargets = [{{ provider = \"slow\", model = \"m\" }}]\n\n\
+         [[routes]]\nmodel = \"flaky\"\nfirst_token_timeout_ms = 500\ntargets = [{{ provider = \"flaky\", model = \"m\" }}, {{ provider = \"fast\", model = \"m\" }}]\n"
+    );
+    let path = scratch().join("baton.toml");
+    std::fs::write(&path, text).expect("config");
+    path
+}
+
+#[derive(Default)]
+struct Drive {
+    ttft: Vec<Duration>,
+    ok: usize,
+    failed: usize,
+    cpu: f64,
+    client_cpu: f64,
+    elapsed: Duration,
+}
+
+/// `concurrency` workers send streamed requests to `url` for [`DRIVE`].
+async fn drive(client: &reqwest::Client, url: &str, model: &str, concurrency: usize, pids: &[u32]) -> Drive {
+    let body = json!({ "model": model, "stream": true, "max_tokens": TOKENS, "messages": [{ "role": "user", "content": "hi" }] });
+    let (cpu_before, client_before) = (cpu_seconds(pids), cpu_seconds(&[std::process::id()]));
+    let started = Instant::now();
+    let workers: Vec<_> = (0..concurrency)
+        .map(|_| {
+            let (client, url, body) = (client.clone(), url.to_owned(), body.clone());
+            tokio::spawn(async move {
+                let mut mine = Drive::default();
+                while started.elapsed() < DRIVE {
+                    let outcome = support::request(&client, &url, &body, MARKER).await;
+                    match outcome.first_token {
+                        Some(ttft) if outcome.status == 200 && outcome.body.trim_end().ends_with("data: [DONE]") => {
+                            mine.ttft.push(ttft);
+                            mine.ok += 1;
+                        }
+                        _ => mine.failed += 1,
+                    }
+                }
+                mine
+            })
+        })
+        .collect();
+    let mut total = Drive::default();
+    for worker in workers {
+        let mine = worker.await.expect("worker");
+        total.ttft.extend(mine.ttft);
+        total.ok += mine.ok;
+        total.failed += mine.failed;
+    }
+    total.elapsed = started.elapsed();
+    total.cpu = cpu_seconds(pids) - cpu_before;
+    total.client_cpu = cpu_seconds(&[std::process::id()]) - client_before;
+    total
+}
+
+/// Holds `count` slow streams open at once and reports the gateway's memory
+/// per stream (resident memory with them open, less before).
+async fn memory_per_stream(
+    client: &reqwest::Client,
+    url: &str,
+    model: &str,
+    count: usize,
+    pids: &[u32],
+) -> Option<f64> {
+    if pids.is_empty() {
+        return None;
+    }
+    let before = memory(pids, "VmRSS:");
+    let body = json!({ "model": model, "stream": true, "messages": [{ "role": "user", "content": "hi" }] });
+    let (opened_tx, mut opened_rx) = tokio::sync::mpsc::channel::<()>(count);
+    let release = std::sync::Arc::new(tokio::sync::Notify::new());
+    let holders: Vec<_> = (0..count)
+        .map(|_| {
+            let (client, url, body, opened, release) =
+                (client.clone(), url.to_owned(), body.clone(), opened_tx.clone(), release.clone());
+            tokio::spawn(async move {
+                let Ok(response) = client.post(&url).json(&body).send().await else { return };
+                let mut stream = response.bytes_stream();
+                if stream.next().await.is_some() {
+                    let _ = opened.send(()).await;
+                }
+                release.notified().await;
+            })
+        })
+        .collect();
+    let mut opened = 0;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while opened < count && Instant::now() < deadline {
+        if tokio::time::timeout(Duration::from_secs(1), opened_rx.recv()).await.ok().flatten().is_some() {
+            opened += 1;
+        }
+    }
+    let during = memory(pids, "VmRSS:");
+    release.notify_waiters();
+    for holder in holders {
+        holder.abort();
+    }
+    (opened == count).then(|| during.saturating_sub(before) as f64 / count as f64)
+}
+
+fn quantile_ms(samples: &[Duration], q: f64) -> f64 {
+    support::quantile(samples, q).as_secs_f64() * 1000.0
+}
+
+fn main() {
+    let levels: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
+    let levels = if levels.is_empty() { vec![1, 100, 1000, 9000] } else { levels };
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    runtime.block_on(async {
+        let (_fast_mock, fast) = mock(&["--first-token-ms", "0", "--gap-ms", "0"]).await;
+        let (_slow_mock, slow) = mock(&["--first-token-ms", "0", "--gap-ms", &SLOW_GAP_MS.to_string()]).await;
+        let (_flaky_mock, flaky) = mock(&[
+            "--first-token-ms", "0", "--gap-ms", "0", "--seed", "5", "--fault-rate", "0.3",
+            "--fault", "http_5xx,http_429,close_before_token,malformed,error_event,refuse,stall_first_token",
+        ])
+        .await;
+        let config = baton_config(fast, slow, flaky);
+        let (baton, baton_addr) = start_baton(&["serve", "--config", config.to_str().expect("path")]).await;
+        let baton_url = format!("http://{baton_addr}/v1/chat/completions");
+        let mut gateways = vec![Gateway {
+            name: "direct",
+            fast: (format!("http://{fast}/v1/chat/completions"), "m"),
+            slow: (format!("http://{slow}/v1/chat/completions"), "m"),
+            process: None,
+        }];
+        match nginx(fast, slow).await {
+            Some((process, addr)) => gateways.push(Gateway {
+                name: "nginx",
+                fast: (format!("http://{addr}/fast/v1/chat/completions"), "m"),
+                slow: (format!("http://{addr}/slow/v1/chat/completions"), "m"),
+                process: Some(process),
+            }),
+            None => println!("nginx could not be started; its rows are missing"),
+        }
+        let baton_pid = baton.id();
+        gateways.push(Gateway { name: "baton", fast: (baton_url.clone(), "fast"), slow: (baton_url.clone(), "slow"), process: Some(baton) });
+
+        let client = reqwest::Client::builder().tcp_nodelay(true).timeout(Duration::from_secs(60)).build().expect("client");
+        let mut report = String::new();
+        let _ = writeln!(report, "| path | streams in flight | TTFT p50 (ms) | TTFT p99 (ms) | added TTFT p50 / p99 (ms) | streams/s | success | gateway CPU s per 1,000 streams | load generator CPU s |");
+        let _ = writeln!(report, "|---|---|---|---|---|---|---|---|---|");
+        for &n in &levels {
+            let mut floor = None;
+            let mut rows: Vec<(&str, Drive)> = Vec::new();
+            for gateway in &gateways {
+                let pids = gateway.pids();
+                let (url, model) = &gateway.fast;
+                rows.push((gateway.name, drive(&client, url, model, n, &pids).await));
+                if gateway.name == "baton" {
+                    let pids = baton_pid.map(with_children).unwrap_or_default();
+                    rows.push(("baton, primary failing 30 %", drive(&client, &baton_url, "flaky", n, &pids).await));
+                }
+            }
+            for (name, run) in &rows {
+                let (p50, p99) = (quantile_ms(&run.ttft, 0.5), quantile_ms(&run.ttft, 0.99));
+                let base = *floor.get_or_insert((p50, p99));
+                let added = if *name == "direct" { "—".to_owned() } else { format!("{:.2} / {:.2}", p50 - base.0, p99 - base.1) };
+                let cpu = if *name == "direct" { "—".to_owned() } else { format!("{:.2}", run.cpu / run.ok.max(1) as f64 * 1000.0) };
+                let _ = writeln!(
+                    report,
+                    "| {name} | {n} | {p50:.2} | {p99:.2} | {added} | {:.0} | {:.1} % | {cpu} | {:.1} |",
+                    run.ok as f64 / run.elapsed.as_secs_f64(),
+                    100.0 * run.ok as f64 / (run.ok + run.failed).max(1) as f64,
+                    run.client_cpu
+                );
+            }
+        }
+        let _ = writeln!(report, "\n| path | streams held open | gateway RSS per stream (KiB) | gateway peak RSS (MiB) |");
+        let _ = writeln!(report, "|---|---|---|---|");
+        for gateway in gateways.iter().filter(|g| g.process.is_some()) {
+            let pids = gateway.pids();
+            let count = *levels.iter().max().unwrap_or(&1000);
+            let (url, model) = &gateway.slow;
+            let per = memory_per_stream(&client, url, model, count, &pids).await;
+            let per = per.map_or("not all opened".to_owned(), |bytes| format!("{:.1}", bytes / 1024.0));
+            let _ = writeln!(report, "| {} | {count} | {per} | {:.1} |", gateway.name, memory(&pids, "VmHWM:") as f64 / 1048576.0);
+        }
+        println!("{report}");
+    });
+}
