@@ -194,15 +194,19 @@ fn which(program: &str) -> Option<PathBuf> {
         .find(|p| p.exists())
 }
 
+/// Breakers off and deadlines long: this benchmark measures what the relay
+/// costs, so overload must show as latency, not as failovers or open breakers.
 fn baton_config(fast: SocketAddr, slow: SocketAddr, flaky: SocketAddr) -> PathBuf {
+    let no_breaker = "breaker = { failure_threshold = 1000000, window = 1000000 }";
     let text = format!(
         "listen = \"127.0.0.1:0\"\n\n\
-         [[providers]]\nname = \"fast\"\nkind = \"openai\"\nbase_url = \"http://{fast}/v1\"\n\n\
-         [[providers]]\nname = \"slow\"\nkind = \"openai\"\nbase_url = \"http://{slow}/v1\"\n\n\
-         [[providers]]\nname = \"flaky\"\nkind = \"openai\"\nbase_url = \"http://{flaky}/v1\"\nbreaker = {{ failure_threshold = 1000000, window = 1000000 }}\n\n\
-         [[routes]]\nmodel = \"fast\"\ntargets = [{{ provider = \"fast\", model = \"m\" }}]\n\n\
-         [[routes]]\nmodel = \"slow\"\nidle_timeout_ms = 60000\ntargets = [{{ provider = \"slow\", model = \"m\" }}]\n\n\
-         [[routes]]\nmodel = \"flaky\"\nfirst_token_timeout_ms = 500\ntargets = [{{ provider = \"flaky\", model = \"m\" }}, {{ provider = \"fast\", model = \"m\" }}]\n"
+         [[providers]]\nname = \"fast\"\nkind = \"openai\"\nbase_url = \"http://{fast}/v1\"\n{no_breaker}\n\n\
+         [[providers]]\nname = \"slow\"\nkind = \"openai\"\nbase_url = \"http://{slow}/v1\"\n{no_breaker}\n\n\
+         [[providers]]\nname = \"flaky\"\nkind = \"openai\"\nbase_url = \"http://{flaky}/v1\"\n{no_breaker}\n\n\
+         [[routes]]\nmodel = \"fast\"\nfirst_token_timeout_ms = 60000\nidle_timeout_ms = 60000\ntargets = [{{ provider = \"fast\", model = \"m\" }}]\n\n\
+         [[routes]]\nmodel = \"slow\"\nfirst_token_timeout_ms = 60000\nidle_timeout_ms = 60000\ntargets = [{{ provider = \"slow\", model = \"m\" }}]\n\n\
+         [[routes]]\nmodel = \"flaky\"\nfirst_token_timeout_ms = 60000\nidle_timeout_ms = 60000\n\
+         targets = [{{ provider = \"flaky\", model = \"m\", first_token_timeout_ms = 1000 }}, {{ provider = \"fast\", model = \"m\" }}]\n"
     );
     let path = scratch().join("baton.toml");
     std::fs::write(&path, text).expect("config");
