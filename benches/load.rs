@@ -65,13 +65,19 @@ async fn start_baton(args: &[&str]) -> (Child, SocketAddr) {
         .spawn()
         .expect("the release binary exists: run `cargo build --release` first");
     let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
-    let addr = loop {
+    let addr: SocketAddr = loop {
         let line = lines.next_line().await.expect("log").expect("baton exited early");
         if let Some(rest) = line.split("listen=").nth(1).filter(|_| line.contains("is serving")) {
             break rest.split_whitespace().next().expect("addr").parse().expect("addr");
         }
     };
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let log = scratch().join(format!("{}-{}.log", args[0], addr.port()));
+    tokio::spawn(async move {
+        let Ok(mut file) = tokio::fs::File::create(&log).await else { return };
+        while let Ok(Some(line)) = lines.next_line().await {
+            let _ = tokio::io::AsyncWriteExt::write_all(&mut file, format!("{line}\n").as_bytes()).await;
+        }
+    });
     (child, addr)
 }
 
@@ -138,6 +144,16 @@ struct Gateway {
     slow: (String, &'static str),
     /// The gateway's processes, to measure; none for direct.
     process: Option<Child>,
+}
+
+impl Drop for Gateway {
+    /// A polite stop: nginx's master takes its workers down on SIGTERM,
+    /// where the SIGKILL of `kill_on_drop` would orphan them.
+    fn drop(&mut self) {
+        if let Some(pid) = self.process.as_ref().and_then(Child::id) {
+            let _ = std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status();
+        }
+    }
 }
 
 impl Gateway {
@@ -342,7 +358,22 @@ fn main() {
         let baton_pid = baton.id();
         gateways.push(Gateway { name: "baton", fast: (baton_url.clone(), "fast"), slow: (baton_url.clone(), "slow"), process: Some(baton) });
 
-        let client = reqwest::Client::builder().tcp_nodelay(true).timeout(Duration::from_secs(60)).build().expect("client");
+        // A fresh client (and connection pool) per run: idle connections left
+        // from one path must not eat the file descriptors of the next.
+        let client = || reqwest::Client::builder().tcp_nodelay(true).timeout(Duration::from_secs(60)).build().expect("client");
+        // Memory first, on fresh processes: after heavy load an allocator keeps
+        // what it took, and a difference against that says nothing.
+        let mut memory_report = String::new();
+        let _ = writeln!(memory_report, "| path | streams held open | gateway RSS per stream (KiB) | gateway RSS with them open (MiB) |");
+        let _ = writeln!(memory_report, "|---|---|---|---|");
+        for gateway in gateways.iter().filter(|g| g.process.is_some()) {
+            let pids = gateway.pids();
+            let count = *levels.iter().max().unwrap_or(&1000);
+            let (url, model) = &gateway.slow;
+            let per = memory_per_stream(&client(), url, model, count, &pids).await;
+            let per = per.map_or("not all opened".to_owned(), |bytes| format!("{:.1}", bytes / 1024.0));
+            let _ = writeln!(memory_report, "| {} | {count} | {per} | {:.1} |", gateway.name, memory(&pids, "VmHWM:") as f64 / 1048576.0);
+        }
         let mut report = String::new();
         let _ = writeln!(report, "| path | streams in flight | TTFT p50 (ms) | TTFT p99 (ms) | added TTFT p50 / p99 (ms) | streams/s | success | gateway CPU s per 1,000 streams | load generator CPU s |");
         let _ = writeln!(report, "|---|---|---|---|---|---|---|---|---|");
@@ -352,10 +383,10 @@ fn main() {
             for gateway in &gateways {
                 let pids = gateway.pids();
                 let (url, model) = &gateway.fast;
-                rows.push((gateway.name, drive(&client, url, model, n, &pids).await));
+                rows.push((gateway.name, drive(&client(), url, model, n, &pids).await));
                 if gateway.name == "baton" {
                     let pids = baton_pid.map(with_children).unwrap_or_default();
-                    rows.push(("baton, primary failing 30 %", drive(&client, &baton_url, "flaky", n, &pids).await));
+                    rows.push(("baton, primary failing 30 %", drive(&client(), &baton_url, "flaky", n, &pids).await));
                 }
             }
             for (name, run) in &rows {
@@ -372,16 +403,6 @@ fn main() {
                 );
             }
         }
-        let _ = writeln!(report, "\n| path | streams held open | gateway RSS per stream (KiB) | gateway peak RSS (MiB) |");
-        let _ = writeln!(report, "|---|---|---|---|");
-        for gateway in gateways.iter().filter(|g| g.process.is_some()) {
-            let pids = gateway.pids();
-            let count = *levels.iter().max().unwrap_or(&1000);
-            let (url, model) = &gateway.slow;
-            let per = memory_per_stream(&client, url, model, count, &pids).await;
-            let per = per.map_or("not all opened".to_owned(), |bytes| format!("{:.1}", bytes / 1024.0));
-            let _ = writeln!(report, "| {} | {count} | {per} | {:.1} |", gateway.name, memory(&pids, "VmHWM:") as f64 / 1048576.0);
-        }
-        println!("{report}");
+        println!("{report}\n{memory_report}");
     });
 }

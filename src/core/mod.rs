@@ -30,6 +30,11 @@ use crate::providers::ProviderError;
 use crate::resilience::Health;
 use attempt::{Ask, TargetRun};
 
+/// Idle upstream connections kept per provider host: enough to reuse under a
+/// steady load, few enough that a burst does not keep thousands of file
+/// descriptors open after it.
+const MAX_IDLE_PER_PROVIDER: usize = 512;
+
 /// The shortest automatic hedge delay, so a fast primary is not hedged on noise.
 const HEDGE_AUTO_FLOOR: Duration = Duration::from_millis(50);
 
@@ -120,6 +125,7 @@ impl Engine {
             .redirect(reqwest::redirect::Policy::none())
             .tcp_nodelay(true)
             .pool_idle_timeout(Duration::from_secs(60))
+            .pool_max_idle_per_host(MAX_IDLE_PER_PROVIDER)
             .build()?;
         let health = Health::new(config.providers.iter().map(|p| (p.name.as_str(), p.breaker)));
         Ok(Engine { http, health: Arc::new(health), metrics: Arc::new(Metrics::new()) })
