@@ -176,18 +176,7 @@ mod tests {
 
     use super::*;
 
-    fn answer() -> Answer {
-        Answer { id: "chatcmpl-1".into(), created: 7, model: "m".into() }
-    }
-
-    fn call(index: u32, id: Option<&str>, name: Option<&str>, arguments: &str) -> Event {
-        Event::ToolCall(ToolCallDelta {
-            index,
-            id: id.map(str::to_owned),
-            name: name.map(str::to_owned),
-            arguments: arguments.to_owned(),
-        })
-    }
+    use crate::http::egress::test_support::{answer, call};
 
     fn data(bytes: &Bytes) -> Value {
         let text = std::str::from_utf8(bytes).unwrap_or_default();

@@ -55,21 +55,7 @@ pub fn completion(answer: Answer, events: Vec<Event>) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    use crate::event::ToolCallDelta;
-
-    fn answer() -> Answer {
-        Answer { id: "chatcmpl-1".into(), created: 7, model: "m".into() }
-    }
-
-    fn call(index: u32, id: Option<&str>, name: Option<&str>, arguments: &str) -> Event {
-        Event::ToolCall(ToolCallDelta {
-            index,
-            id: id.map(str::to_owned),
-            name: name.map(str::to_owned),
-            arguments: arguments.to_owned(),
-        })
-    }
+    use crate::http::egress::test_support::{answer, call};
 
     #[test]
     fn a_whole_answer_assembles_text_calls_and_usage() {

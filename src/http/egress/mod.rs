@@ -44,3 +44,23 @@ impl From<Usage> for OpenAiUsage {
         OpenAiUsage { prompt_tokens, completion_tokens, total_tokens: prompt_tokens + completion_tokens }
     }
 }
+
+/// What the encoders' tests share: a fixed answer and tool-call events.
+#[cfg(test)]
+mod test_support {
+    use super::Answer;
+    use crate::event::{Event, ToolCallDelta};
+
+    pub fn answer() -> Answer {
+        Answer { id: "chatcmpl-1".into(), created: 7, model: "m".into() }
+    }
+
+    pub fn call(index: u32, id: Option<&str>, name: Option<&str>, arguments: &str) -> Event {
+        Event::ToolCall(ToolCallDelta {
+            index,
+            id: id.map(str::to_owned),
+            name: name.map(str::to_owned),
+            arguments: arguments.to_owned(),
+        })
+    }
+}
