@@ -6,7 +6,6 @@
 mod support;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -17,15 +16,6 @@ use tokio::process::{Child, Command};
 
 const HARD_LIMIT: Duration = Duration::from_secs(60);
 const BATON: &str = env!("CARGO_BIN_EXE_baton");
-
-/// A config file in a fresh temporary directory.
-fn write_config(name: &str, text: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("baton-cli-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let path = dir.join("baton.toml");
-    std::fs::write(&path, text).expect("write config");
-    path
-}
 
 /// Starts `baton args…` and waits for its "is serving" log line, returning
 /// the address it reports. Its logs keep draining so it never blocks.
@@ -55,7 +45,7 @@ async fn check_prints_the_routes() {
     let config = "[[providers]]\nname = \"main\"\nkind = \"anthropic\"\nbase_url = \"https://api.anthropic.com\"\n\
                   api_key = \"${BATON_TEST_KEY}\"\n\n\
                   [[routes]]\nmodel = \"chat\"\nfirst_token_timeout_ms = 900\ntargets = [{ provider = \"main\", model = \"claude-x\" }]\n";
-    let path = write_config("check-ok", config);
+    let path = support::config_file("cli-check-ok", config);
     let out = std::process::Command::new(BATON)
         .args(["check", "--config"])
         .arg(&path)
@@ -74,8 +64,8 @@ async fn check_prints_the_routes() {
 
 #[tokio::test]
 async fn check_names_file_line_and_key_of_a_mistake() {
-    let path = write_config(
-        "check-bad",
+    let path = support::config_file(
+        "cli-check-bad",
         "[[providers]]\nname = \"a\"\nkind = \"openai\"\nbase_url = \"http://x/v1\"\nretries = 3\n",
     );
     let out = std::process::Command::new(BATON).args(["check", "--config"]).arg(&path).output().expect("runs");
@@ -90,7 +80,7 @@ async fn serve_streams_to_curl() {
     within(HARD_LIMIT, async {
         let provider = MockProvider::gemini().marker("gem").tokens(6).spawn().await.expect("mock");
         let config = format!("listen = \"127.0.0.1:0\"\n{}", mocks_toml(&[("gemini", &provider)], 2000, 2000));
-        let path = write_config("serve", &config);
+        let path = support::config_file("cli-serve", &config);
         let (_baton, addr) = start(&["serve", "--config", path.to_str().expect("utf-8 path")]).await;
         let body = r#"{"model": "chat", "stream": true, "messages": [{"role": "user", "content": "hi"}]}"#;
         let out = Command::new("curl")

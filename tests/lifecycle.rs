@@ -77,14 +77,6 @@ impl Baton {
     }
 }
 
-fn write_config(name: &str, text: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("baton-lifecycle-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let path = dir.join("baton.toml");
-    std::fs::write(&path, text).expect("write");
-    path
-}
-
 fn single_route(mock: &baton::mock::MockHandle, extra_top: &str) -> String {
     format!(
         "listen = \"127.0.0.1:0\"\n{extra_top}\n{}\napi_key = \"${{TEST_PROVIDER_KEY}}\"\n\n[[routes]]\nmodel = \"chat\"\ntargets = [{{ provider = \"sim\", model = \"sim-model\" }}]\n",
@@ -102,7 +94,7 @@ async fn json_logs_carry_the_fields_and_never_the_secrets() {
             provider_toml("flaky", flaky.provider_kind(), &flaky.base_url()).trim_end(),
             provider_toml("good", good.provider_kind(), &good.base_url()).trim_end(),
         );
-        let baton = Baton::start(&write_config("logs", &config)).await;
+        let baton = Baton::start(&support::config_file("lifecycle-logs", &config)).await;
         let body = serde_json::json!({ "model": "chat", "stream": true, "messages": [{ "role": "user", "content": PROMPT }] });
         let response = reqwest::Client::new()
             .post(baton.url("/v1/chat/completions"))
@@ -174,7 +166,9 @@ async fn sigterm_lets_streams_finish_within_the_grace_and_ends_the_rest_with_an_
             .spawn()
             .await
             .expect("mock");
-        let baton = Baton::start(&write_config("drain", &single_route(&long, "shutdown_grace_ms = 600"))).await;
+        let baton =
+            Baton::start(&support::config_file("lifecycle-drain", &single_route(&long, "shutdown_grace_ms = 600")))
+                .await;
         let client = reqwest::Client::new();
         let response =
             client.post(baton.url("/v1/chat/completions")).json(&chat_body(true)).send().await.expect("answer");
@@ -216,7 +210,9 @@ async fn a_stream_that_ends_within_the_grace_completes() {
             .spawn()
             .await
             .expect("mock");
-        let baton = Baton::start(&write_config("grace", &single_route(&short, "shutdown_grace_ms = 5000"))).await;
+        let baton =
+            Baton::start(&support::config_file("lifecycle-grace", &single_route(&short, "shutdown_grace_ms = 5000")))
+                .await;
         let response = reqwest::Client::new()
             .post(baton.url("/v1/chat/completions"))
             .json(&chat_body(true))
@@ -238,7 +234,7 @@ async fn a_stream_that_ends_within_the_grace_completes() {
 async fn sighup_reloads_a_good_config_and_keeps_the_old_one_over_a_bad_one() {
     within(HARD_LIMIT, async {
         let sim = MockProvider::openai().spawn().await.expect("mock");
-        let path = write_config("hup", &single_route(&sim, ""));
+        let path = support::config_file("lifecycle-hup", &single_route(&sim, ""));
         let baton = Baton::start(&path).await;
         let models = || async {
             let list: Value = reqwest::get(baton.url("/v1/models")).await.expect("models").json().await.expect("json");

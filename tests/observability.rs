@@ -175,10 +175,7 @@ async fn a_reload_replaces_routes_and_keeps_what_was_learned() {
             provider_toml("fresh", fresh.provider_kind(), &fresh.base_url()),
         );
         let before = format!("{providers}[[routes]]\nmodel = \"chat\"\ntargets = [{{ provider = \"dead\", model = \"d\" }}, {{ provider = \"slow\", model = \"s\" }}]\n");
-        let dir = std::env::temp_dir().join(format!("baton-reload-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("dir");
-        let path = dir.join("baton.toml");
-        std::fs::write(&path, &before).expect("write");
+        let path = support::config_file("reload", &before);
         let proxy = Proxy::start_from_file(&path).await;
 
         // The dead provider's breaker opens, and a slow stream is in flight.

@@ -65,6 +65,16 @@ impl Proxy {
     }
 }
 
+/// Writes config `text` to a fresh temporary directory named after the test
+/// process and `name`, so parallel tests never share a file.
+pub fn config_file(name: &str, text: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("baton-test-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("baton.toml");
+    std::fs::write(&path, text).expect("write config");
+    path
+}
+
 /// One `[[providers]]` entry for a provider at `base_url`.
 pub fn provider_toml(name: &str, kind: ProviderKind, base_url: &str) -> String {
     format!("[[providers]]\nname = \"{name}\"\nkind = \"{kind}\"\nbase_url = \"{base_url}\"\n\n")
