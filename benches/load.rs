@@ -39,6 +39,12 @@ const DRIVE: Duration = Duration::from_secs(4);
 /// The gap between tokens of the long answers held open to measure memory.
 const SLOW_GAP_MS: u64 = 50;
 const MARKER: &str = "tok";
+/// Requests sent before measuring each run.
+const WARMUP: usize = 5;
+/// LiteLLM is driven up to this many streams; past it one run outlasts the bench.
+const LITELLM_MAX_CONCURRENCY: usize = 1000;
+/// The master key LiteLLM's proxy requires; it only ever listens on loopback here.
+const LITELLM_KEY: &str = "sk-baton-load-benchmark-0123456789abcdef";
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -144,6 +150,8 @@ struct Gateway {
     slow: (String, &'static str),
     /// The gateway's processes, to measure; none for direct.
     process: Option<Child>,
+    /// A bearer token the gateway demands.
+    token: Option<String>,
 }
 
 impl Drop for Gateway {
@@ -203,6 +211,60 @@ async fn nginx(fast: SocketAddr, slow: SocketAddr) -> Option<(Child, SocketAddr)
     None
 }
 
+/// LiteLLM's proxy from PyPI, in a virtual environment of the bench's own,
+/// with the same providers and a fallback from the flaky one to the fast one.
+async fn litellm(fast: SocketAddr, slow: SocketAddr, flaky: SocketAddr) -> Option<(Child, SocketAddr)> {
+    let venv = root().join("target/bench-venv");
+    let bin = venv.join("bin/litellm");
+    if !bin.exists() {
+        println!("installing LiteLLM into {} (once)", venv.display());
+        let made = std::process::Command::new("python3").args(["-m", "venv"]).arg(&venv).status().ok()?;
+        let pip = venv.join("bin/pip");
+        let installed = std::process::Command::new(pip)
+            .args(["install", "-q", "--disable-pip-version-check", "litellm[proxy]"])
+            .status()
+            .ok()?;
+        if !made.success() || !installed.success() {
+            return None;
+        }
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
+    let deployment = |name: &str, addr: SocketAddr| {
+        format!(
+            "  - model_name: {name}\n    litellm_params:\n      model: openai/m\n      api_base: http://{addr}/v1\n      api_key: unused\n"
+        )
+    };
+    let config = format!(
+        "model_list:\n{}{}{}router_settings:\n  num_retries: 0\n  fallbacks: [{{\"flaky\": [\"fast\"]}}]\nlitellm_settings:\n  num_retries: 0\n",
+        deployment("fast", fast),
+        deployment("slow", slow),
+        deployment("flaky", flaky)
+    );
+    let path = scratch().join("litellm.yaml");
+    std::fs::write(&path, config).ok()?;
+    let child = Command::new(bin)
+        .args(["--config"])
+        .arg(&path)
+        .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+        .env("LITELLM_LOG", "ERROR")
+        .env("LITELLM_MASTER_KEY", LITELLM_KEY)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .ok()?;
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().ok()?;
+    let client = reqwest::Client::new();
+    for _ in 0..240 {
+        let probe = client.get(format!("http://{addr}/health/liveliness")).bearer_auth(LITELLM_KEY).send().await;
+        if probe.is_ok_and(|r| r.status().is_success()) {
+            return Some((child, addr));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    None
+}
+
 fn which(program: &str) -> Option<PathBuf> {
     ["/usr/sbin", "/usr/bin", "/usr/local/bin", "/sbin", "/bin"]
         .iter()
@@ -242,6 +304,11 @@ struct Drive {
 /// `concurrency` workers send streamed requests to `url` for [`DRIVE`].
 async fn drive(client: &reqwest::Client, url: &str, model: &str, concurrency: usize, pids: &[u32]) -> Drive {
     let body = json!({ "model": model, "stream": true, "max_tokens": TOKENS, "messages": [{ "role": "user", "content": "hi" }] });
+    // A few requests first, so a gateway that warms up on its first requests
+    // (LiteLLM takes seconds) is measured warm, like the others.
+    for _ in 0..WARMUP {
+        support::request(client, url, &body, MARKER).await;
+    }
     let (cpu_before, client_before) = (cpu_seconds(pids), cpu_seconds(&[std::process::id()]));
     let started = Instant::now();
     let workers: Vec<_> = (0..concurrency)
@@ -345,6 +412,7 @@ fn main() {
             fast: (format!("http://{fast}/v1/chat/completions"), "m"),
             slow: (format!("http://{slow}/v1/chat/completions"), "m"),
             process: None,
+            token: None,
         }];
         match nginx(fast, slow).await {
             Some((process, addr)) => gateways.push(Gateway {
@@ -352,15 +420,45 @@ fn main() {
                 fast: (format!("http://{addr}/fast/v1/chat/completions"), "m"),
                 slow: (format!("http://{addr}/slow/v1/chat/completions"), "m"),
                 process: Some(process),
+                token: None,
             }),
             None => println!("nginx could not be started; its rows are missing"),
         }
+        if std::env::var("BATON_BENCH_LITELLM").as_deref() != Ok("0") {
+            match litellm(fast, slow, flaky).await {
+                Some((process, addr)) => gateways.push(Gateway {
+                    name: "litellm",
+                    fast: (format!("http://{addr}/v1/chat/completions"), "fast"),
+                    slow: (format!("http://{addr}/v1/chat/completions"), "slow"),
+                    process: Some(process),
+                    token: Some(LITELLM_KEY.to_owned()),
+                }),
+                None => println!("LiteLLM could not be installed or started; its rows are missing"),
+            }
+        }
         let baton_pid = baton.id();
-        gateways.push(Gateway { name: "baton", fast: (baton_url.clone(), "fast"), slow: (baton_url.clone(), "slow"), process: Some(baton) });
+        gateways.push(Gateway {
+            name: "baton",
+            fast: (baton_url.clone(), "fast"),
+            slow: (baton_url.clone(), "slow"),
+            process: Some(baton),
+            token: None,
+        });
 
         // A fresh client (and connection pool) per run: idle connections left
         // from one path must not eat the file descriptors of the next.
-        let client = || reqwest::Client::builder().tcp_nodelay(true).timeout(Duration::from_secs(60)).build().expect("client");
+        let client_for = |gateway: &Gateway| {
+            let mut headers = reqwest::header::HeaderMap::new();
+            if let Some(token) = &gateway.token {
+                headers.insert("authorization", format!("Bearer {token}").parse().expect("header"));
+            }
+            reqwest::Client::builder()
+                .tcp_nodelay(true)
+                .timeout(Duration::from_secs(60))
+                .default_headers(headers)
+                .build()
+                .expect("client")
+        };
         // Memory first, on fresh processes: after heavy load an allocator keeps
         // what it took, and a difference against that says nothing.
         let mut memory_report = String::new();
@@ -368,9 +466,10 @@ fn main() {
         let _ = writeln!(memory_report, "|---|---|---|---|");
         for gateway in gateways.iter().filter(|g| g.process.is_some()) {
             let pids = gateway.pids();
-            let count = *levels.iter().max().unwrap_or(&1000);
+            let most = *levels.iter().max().unwrap_or(&1000);
+            let count = if gateway.name == "litellm" { most.min(LITELLM_MAX_CONCURRENCY) } else { most };
             let (url, model) = &gateway.slow;
-            let per = memory_per_stream(&client(), url, model, count, &pids).await;
+            let per = memory_per_stream(&client_for(gateway), url, model, count, &pids).await;
             let per = per.map_or("not all opened".to_owned(), |bytes| format!("{:.1}", bytes / 1024.0));
             let _ = writeln!(memory_report, "| {} | {count} | {per} | {:.1} |", gateway.name, memory(&pids, "VmHWM:") as f64 / 1048576.0);
         }
@@ -381,12 +480,19 @@ fn main() {
             let mut floor = None;
             let mut rows: Vec<(&str, Drive)> = Vec::new();
             for gateway in &gateways {
+                if gateway.name == "litellm" && n > LITELLM_MAX_CONCURRENCY {
+                    continue;
+                }
                 let pids = gateway.pids();
                 let (url, model) = &gateway.fast;
-                rows.push((gateway.name, drive(&client(), url, model, n, &pids).await));
+                rows.push((gateway.name, drive(&client_for(gateway), url, model, n, &pids).await));
                 if gateway.name == "baton" {
                     let pids = baton_pid.map(with_children).unwrap_or_default();
-                    rows.push(("baton, primary failing 30 %", drive(&client(), &baton_url, "flaky", n, &pids).await));
+                    rows.push(("baton, primary failing 30 %", drive(&client_for(gateway), &baton_url, "flaky", n, &pids).await));
+                }
+                if gateway.name == "litellm" {
+                    let (url, _) = &gateway.fast;
+                    rows.push(("litellm, primary failing 30 %", drive(&client_for(gateway), url, "flaky", n, &pids).await));
                 }
             }
             for (name, run) in &rows {
