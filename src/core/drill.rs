@@ -106,11 +106,6 @@ impl Drills {
     pub fn for_provider(&self, provider: &str) -> Option<DrillFault> {
         self.0.iter().find(|(name, _)| name == provider).map(|(_, fault)| *fault)
     }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
 }
 
 #[cfg(test)]
