@@ -120,14 +120,14 @@ impl Checker<'_> {
             )
         })?;
         let base_url = self.expand(&raw.base_url, &key("base_url"))?;
-        match reqwest::Url::parse(&base_url) {
-            Ok(url) if matches!(url.scheme(), "http" | "https") => {}
+        match base_url.parse::<http::Uri>() {
+            Ok(url) if matches!(url.scheme_str(), Some("http" | "https")) && url.host().is_some() => {}
             _ => return Err(self.error(&raw.base_url, key("base_url"), format!("{base_url:?} is not an http(s) URL"))),
         }
         let api_key = match &raw.api_key {
             Some(value) => {
                 let secret = self.expand(value, &key("api_key"))?;
-                if reqwest::header::HeaderValue::from_str(&secret).is_err() {
+                if http::HeaderValue::from_str(&secret).is_err() {
                     return Err(self.error(value, key("api_key"), "contains characters an HTTP header cannot carry"));
                 }
                 Some(Secret::new(secret))

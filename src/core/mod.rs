@@ -27,6 +27,7 @@ use crate::config::{Config, Hedge, MidstreamPolicy, Provider, Route};
 use crate::event::{ChatRequest, Event};
 use crate::observe::Metrics;
 use crate::providers::ProviderError;
+use crate::providers::client::{Client, ClientError};
 use crate::resilience::Health;
 use attempt::{Ask, TargetRun};
 
@@ -42,7 +43,7 @@ const HEDGE_AUTO_FLOOR: Duration = Duration::from_millis(50);
 /// each provider's health across requests.
 #[derive(Clone)]
 pub struct Engine {
-    http: reqwest::Client,
+    http: Client,
     health: Arc<Health>,
     metrics: Arc<Metrics>,
 }
@@ -120,13 +121,8 @@ impl Engine {
     /// An engine for `config`'s providers with its own connection pool.
     /// Deadlines are the core's, so the client has no timeouts of its own
     /// and never follows redirects.
-    pub fn new(config: &Config) -> Result<Self, reqwest::Error> {
-        let http = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .tcp_nodelay(true)
-            .pool_idle_timeout(Duration::from_secs(60))
-            .pool_max_idle_per_host(MAX_IDLE_PER_PROVIDER)
-            .build()?;
+    pub fn new(config: &Config) -> Result<Self, ClientError> {
+        let http = Client::new(MAX_IDLE_PER_PROVIDER, Duration::from_secs(60))?;
         let health = Health::new(config.providers.iter().map(|p| (p.name.as_str(), p.breaker)));
         Ok(Engine { http, health: Arc::new(health), metrics: Arc::new(Metrics::new()) })
     }

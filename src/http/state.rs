@@ -12,6 +12,7 @@ use tokio::time::Instant;
 use crate::config::{self, Config, ConfigError};
 use crate::core::Engine;
 use crate::observe::RouteStats;
+use crate::providers::client::ClientError;
 
 /// The proxy's shared state.
 #[derive(Clone)]
@@ -25,7 +26,7 @@ pub struct AppState {
 
 impl AppState {
     /// State for `config`, with a fresh engine.
-    pub fn new(config: Config) -> Result<Self, reqwest::Error> {
+    pub fn new(config: Config) -> Result<Self, ClientError> {
         let engine = Engine::new(&config)?;
         Ok(AppState {
             config: Arc::new(ArcSwap::from_pointee(config)),

@@ -5,9 +5,11 @@ use std::collections::VecDeque;
 use std::fmt::Display;
 use std::time::{Duration, SystemTime};
 
+use bytes::Bytes;
 use futures_util::{Stream, StreamExt, TryStreamExt};
-use reqwest::header::{ACCEPT, CONTENT_TYPE, RETRY_AFTER};
+use http::header::{ACCEPT, CONTENT_TYPE, RETRY_AFTER};
 
+use super::client::{Client, ResponseBody};
 use super::{Adapter, Decoder, EventStream, ProviderError, ProviderKind, Upstream, sse};
 use crate::event::ChatRequest;
 
@@ -15,36 +17,37 @@ use crate::event::ChatRequest;
 const ERROR_BODY_LIMIT: usize = 64 * 1024;
 
 /// A streaming JSON POST with the adapter's headers: what every adapter's
-/// request has in common.
+/// request has in common. Fails only on a URL or header value HTTP cannot
+/// carry, which config validation already refuses.
 pub(super) fn post_json(
-    http: &reqwest::Client,
     url: String,
     headers: &[(&'static str, &str)],
     body: &impl serde::Serialize,
-) -> reqwest::RequestBuilder {
+) -> Result<http::Request<Bytes>, ProviderError> {
+    let body =
+        serde_json::to_vec(body).map_err(|err| ProviderError::Connect(format!("cannot encode request: {err}")))?;
     headers
         .iter()
-        .fold(http.post(url).header(ACCEPT, "text/event-stream"), |builder, (name, value)| {
-            builder.header(*name, *value)
-        })
-        .json(body)
+        .fold(
+            http::Request::post(url).header(ACCEPT, "text/event-stream").header(CONTENT_TYPE, "application/json"),
+            |builder, (name, value)| builder.header(*name, *value),
+        )
+        .body(Bytes::from(body))
+        .map_err(|err| ProviderError::Connect(format!("cannot build request: {err}")))
 }
 
 /// Sends `req` to `upstream` and returns its answer as events. Errors before the
 /// stream starts (status, content type, connection) come back here; errors in
 /// the stream come as items. Dropping the stream closes the connection.
 pub async fn open(
-    http: &reqwest::Client,
+    client: &Client,
     kind: ProviderKind,
     upstream: Upstream<'_>,
     req: &ChatRequest,
 ) -> Result<EventStream, ProviderError> {
     let adapter = kind.adapter();
-    let response = adapter
-        .request(http, upstream, req)
-        .send()
-        .await
-        .map_err(|err| ProviderError::Connect(error_chain(&err.without_url())))?;
+    let response =
+        client.send(adapter.request(upstream, req)?).await.map_err(|err| ProviderError::Connect(err.to_string()))?;
     let status = response.status();
     if !status.is_success() {
         return Err(error_response(adapter, response).await);
@@ -53,7 +56,7 @@ pub async fn open(
     if !content_type.starts_with("text/event-stream") {
         return Err(ProviderError::ContentType(content_type.to_owned()));
     }
-    let bytes = response.bytes_stream().map_err(|err| error_chain(&err.without_url()));
+    let bytes = response.into_body().map_err(|err| err.to_string());
     Ok(decode(bytes, adapter.decoder()))
 }
 
@@ -105,7 +108,7 @@ where
     }
 }
 
-async fn error_response(adapter: &dyn Adapter, response: reqwest::Response) -> ProviderError {
+async fn error_response(adapter: &dyn Adapter, response: http::Response<ResponseBody>) -> ProviderError {
     let status = response.status().as_u16();
     let retry_after =
         response.headers().get(RETRY_AFTER).and_then(|value| value.to_str().ok()).and_then(parse_retry_after);
@@ -115,9 +118,9 @@ async fn error_response(adapter: &dyn Adapter, response: reqwest::Response) -> P
     ProviderError::from_status(status, message, retry_after, context_length)
 }
 
-async fn read_limited(response: reqwest::Response) -> String {
+async fn read_limited(response: http::Response<ResponseBody>) -> String {
     let mut body = Vec::new();
-    let mut chunks = response.bytes_stream();
+    let mut chunks = response.into_body();
     while let Some(Ok(chunk)) = chunks.next().await {
         body.extend_from_slice(&chunk);
         if body.len() >= ERROR_BODY_LIMIT {
@@ -147,19 +150,6 @@ pub fn parse_retry_after(value: &str) -> Option<Duration> {
     }
     let when = httpdate::parse_http_date(value).ok()?;
     Some(when.duration_since(SystemTime::now()).unwrap_or_default())
-}
-
-/// An error with its sources, since reqwest's top level alone says little
-/// ("error sending request") and the cause ("connection refused") is below.
-fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! Adding a provider is one folder and one line in [`ProviderKind::adapter`].
 
 mod anthropic;
+pub mod client;
 pub mod driver;
 mod error;
 mod gemini;
@@ -12,6 +13,7 @@ pub mod sse;
 use std::fmt;
 use std::pin::Pin;
 
+use bytes::Bytes;
 use futures_util::Stream;
 
 pub use error::ProviderError;
@@ -81,8 +83,8 @@ pub struct Upstream<'a> {
 /// The translation one provider needs, and nothing else: the HTTP exchange
 /// itself is shared in [`driver`].
 pub trait Adapter: Send + Sync {
-    /// Builds the streaming request for `req` to `upstream`.
-    fn request(&self, http: &reqwest::Client, upstream: Upstream<'_>, req: &ChatRequest) -> reqwest::RequestBuilder;
+    /// Builds the streaming request for `req` to `upstream`, with an absolute URL.
+    fn request(&self, upstream: Upstream<'_>, req: &ChatRequest) -> Result<http::Request<Bytes>, ProviderError>;
 
     /// A fresh decoder for one response stream.
     fn decoder(&self) -> Box<dyn Decoder>;

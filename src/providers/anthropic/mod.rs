@@ -3,10 +3,11 @@
 
 mod decode;
 
+use bytes::Bytes;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::{Adapter, Decoder, Upstream, driver};
+use super::{Adapter, Decoder, ProviderError, Upstream, driver};
 use crate::event::{ChatRequest, Role};
 
 /// The API version baton's wire format follows.
@@ -19,11 +20,11 @@ const DEFAULT_MAX_TOKENS: u32 = 4096;
 pub struct Anthropic;
 
 impl Adapter for Anthropic {
-    fn request(&self, http: &reqwest::Client, upstream: Upstream<'_>, req: &ChatRequest) -> reqwest::RequestBuilder {
+    fn request(&self, upstream: Upstream<'_>, req: &ChatRequest) -> Result<http::Request<Bytes>, ProviderError> {
         let url = format!("{}/v1/messages", upstream.base_url.trim_end_matches('/'));
         let mut headers = vec![("anthropic-version", API_VERSION)];
         headers.extend(upstream.api_key.map(|key| ("x-api-key", key)));
-        driver::post_json(http, url, &headers, &body(upstream.model, req))
+        driver::post_json(url, &headers, &body(upstream.model, req))
     }
 
     fn decoder(&self) -> Box<dyn Decoder> {

@@ -3,24 +3,25 @@
 
 mod decode;
 
+use bytes::Bytes;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::{Adapter, Decoder, Upstream, driver};
+use super::{Adapter, Decoder, ProviderError, Upstream, driver};
 use crate::event::{ChatRequest, Role};
 
 /// The Gemini adapter.
 pub struct Gemini;
 
 impl Adapter for Gemini {
-    fn request(&self, http: &reqwest::Client, upstream: Upstream<'_>, req: &ChatRequest) -> reqwest::RequestBuilder {
+    fn request(&self, upstream: Upstream<'_>, req: &ChatRequest) -> Result<http::Request<Bytes>, ProviderError> {
         let url = format!(
             "{}/v1beta/models/{}:streamGenerateContent?alt=sse",
             upstream.base_url.trim_end_matches('/'),
             upstream.model
         );
         let headers: Vec<_> = upstream.api_key.map(|key| ("x-goog-api-key", key)).into_iter().collect();
-        driver::post_json(http, url, &headers, &body(req))
+        driver::post_json(url, &headers, &body(req))
     }
 
     fn decoder(&self) -> Box<dyn Decoder> {

@@ -3,21 +3,22 @@
 
 mod decode;
 
+use bytes::Bytes;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::{Adapter, Decoder, Upstream, driver};
+use super::{Adapter, Decoder, ProviderError, Upstream, driver};
 use crate::event::{ChatRequest, Role};
 
 /// The OpenAI adapter.
 pub struct OpenAi;
 
 impl Adapter for OpenAi {
-    fn request(&self, http: &reqwest::Client, upstream: Upstream<'_>, req: &ChatRequest) -> reqwest::RequestBuilder {
+    fn request(&self, upstream: Upstream<'_>, req: &ChatRequest) -> Result<http::Request<Bytes>, ProviderError> {
         let url = format!("{}/chat/completions", upstream.base_url.trim_end_matches('/'));
         let bearer = upstream.api_key.map(|key| format!("Bearer {key}"));
         let headers: Vec<_> = bearer.iter().map(|value| ("authorization", value.as_str())).collect();
-        driver::post_json(http, url, &headers, &body(upstream.model, req))
+        driver::post_json(url, &headers, &body(upstream.model, req))
     }
 
     fn decoder(&self) -> Box<dyn Decoder> {

@@ -1,0 +1,299 @@
+//! The HTTP/1.1 client for provider requests. Each connection is driven by
+//! whoever is using it (the request while it waits for the head, then the
+//! body while the answer is read) instead of by a task of its own: a chunk
+//! already read from the socket reaches the relay without a task switch, so
+//! the events of one upstream read leave for the client in one write, and an
+//! idle connection costs no task.
+
+mod connect;
+mod pool;
+
+use std::future::{Future, poll_fn};
+use std::pin::{Pin, pin};
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures_util::Stream;
+use http::header::HOST;
+use http::uri::{PathAndQuery, Scheme};
+use http_body_util::Full;
+use hyper::body::{Body as _, Incoming};
+use hyper::client::conn::http1;
+use thiserror::Error;
+
+use connect::{Connector, Io};
+use pool::Pool;
+
+type RequestBody = Full<Bytes>;
+
+/// Why a request to a provider got no response, or its body broke off. The
+/// message never carries the URL or a header, so no key can leak through it.
+#[derive(Debug, Error)]
+pub enum ClientError {
+    /// The URL cannot be requested (not absolute http(s), no host).
+    #[error("cannot request this URL: {0}")]
+    Url(&'static str),
+    /// No TCP connection.
+    #[error("{0}")]
+    Connect(String),
+    /// No TLS session, or no TLS settings at start.
+    #[error("tls: {0}")]
+    Tls(String),
+    /// The HTTP exchange failed: reset, closed early, or not HTTP.
+    #[error("{0}")]
+    Http(String),
+    /// A pooled connection turned out closed before the request left on it.
+    #[error("the idle connection was closed before the request was sent")]
+    Stale,
+}
+
+impl ClientError {
+    fn connect(err: std::io::Error) -> Self {
+        ClientError::Connect(err.to_string())
+    }
+
+    fn http(err: &hyper::Error) -> Self {
+        ClientError::Http(chain(err))
+    }
+}
+
+/// An error and its causes on one line.
+fn chain(err: &dyn std::error::Error) -> String {
+    let mut message = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    message
+}
+
+/// Where connections go: one pool of idle connections per origin.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Origin {
+    https: bool,
+    host: String,
+    port: u16,
+}
+
+/// Sends provider requests over pooled keep-alive connections; clones share
+/// the pool.
+#[derive(Clone)]
+pub struct Client {
+    connector: Connector,
+    pool: Arc<Pool>,
+}
+
+impl Client {
+    /// A client keeping at most `max_idle_per_origin` idle connections per
+    /// provider origin, each for at most `idle_timeout`.
+    pub fn new(max_idle_per_origin: usize, idle_timeout: Duration) -> Result<Self, ClientError> {
+        Ok(Client { connector: Connector::new()?, pool: Arc::new(Pool::new(max_idle_per_origin, idle_timeout)) })
+    }
+
+    /// Sends `request` (with an absolute URL) and returns the response head
+    /// with a body that still drives its connection. Dropping the body before
+    /// its end closes the connection.
+    pub async fn send(&self, request: http::Request<Bytes>) -> Result<http::Response<ResponseBody>, ClientError> {
+        let (origin, parts, body) = origin_form(request)?;
+        let build = || {
+            let mut request = http::Request::new(Full::new(body.clone()));
+            *request.method_mut() = parts.method.clone();
+            *request.uri_mut() = parts.uri.clone();
+            *request.headers_mut() = parts.headers.clone();
+            request
+        };
+        if let Some(conn) = self.pool.take(&origin) {
+            match conn.send(build(), &self.pool, &origin).await {
+                Err(ClientError::Stale) => {}
+                sent => return sent,
+            }
+        }
+        let conn = self.connector.connect(&origin).await?;
+        conn.send(build(), &self.pool, &origin).await.map_err(|err| match err {
+            ClientError::Stale => ClientError::Http("the provider closed the connection before the request".into()),
+            err => err,
+        })
+    }
+}
+
+/// Splits an absolute-URL request into its origin and an HTTP/1.1 request in
+/// origin form (`/path?query` with a `Host` header).
+fn origin_form(request: http::Request<Bytes>) -> Result<(Origin, http::request::Parts, Bytes), ClientError> {
+    let (mut parts, body) = request.into_parts();
+    let uri = &parts.uri;
+    let https = match uri.scheme() {
+        Some(scheme) if *scheme == Scheme::HTTPS => true,
+        Some(scheme) if *scheme == Scheme::HTTP => false,
+        _ => return Err(ClientError::Url("the scheme is not http or https")),
+    };
+    let authority = uri.authority().ok_or(ClientError::Url("there is no host"))?;
+    let host = authority.host().trim_start_matches('[').trim_end_matches(']').to_owned();
+    let port = authority.port_u16().unwrap_or(if https { 443 } else { 80 });
+    let host_header =
+        http::HeaderValue::from_str(authority.as_str()).map_err(|_| ClientError::Url("the host is not a header"))?;
+    parts.headers.insert(HOST, host_header);
+    parts.uri = uri.path_and_query().cloned().unwrap_or_else(|| PathAndQuery::from_static("/")).into();
+    Ok((Origin { https, host, port }, parts, body))
+}
+
+/// One HTTP/1.1 connection: the handle to send on, and the state machine
+/// that does its I/O whenever it is polled.
+struct Connection {
+    sender: http1::SendRequest<RequestBody>,
+    driver: Driver,
+    idle_since: Instant,
+}
+
+impl Connection {
+    fn new(sender: http1::SendRequest<RequestBody>, driver: http1::Connection<Io, RequestBody>) -> Self {
+        Connection { sender, driver: Driver(Some(driver)), idle_since: Instant::now() }
+    }
+
+    fn idle_for(&self) -> Duration {
+        self.idle_since.elapsed()
+    }
+
+    /// Whether the connection is still open, reading whatever the provider
+    /// sent while it sat idle (a close, most likely).
+    fn is_reusable(&mut self) -> bool {
+        let mut cx = Context::from_waker(Waker::noop());
+        !self.sender.is_closed() && self.driver.poll_end(&mut cx).is_pending()
+    }
+
+    /// Sends `request` and waits for the response head, driving the connection.
+    /// [`ClientError::Stale`] means the request never left, so it may be sent
+    /// again on another connection.
+    async fn send(
+        mut self,
+        request: http::Request<RequestBody>,
+        pool: &Arc<Pool>,
+        origin: &Origin,
+    ) -> Result<http::Response<ResponseBody>, ClientError> {
+        let Connection { sender, driver, .. } = &mut self;
+        driver.drive(poll_fn(|cx| sender.poll_ready(cx))).await.map_err(|_| ClientError::Stale)?;
+        let response = driver.drive(sender.send_request(request)).await.map_err(|err| match err {
+            Some(err) if err.is_canceled() => ClientError::Stale,
+            Some(err) => ClientError::http(&err),
+            None => ClientError::Http("the provider closed the connection before the response".into()),
+        })?;
+        let back = Some((self, Arc::clone(pool), origin.clone()));
+        Ok(response.map(|incoming| ResponseBody { incoming, conn: back, ended: false }))
+    }
+}
+
+/// A connection's I/O, polled by its user; empty once the connection ended.
+struct Driver(Option<http1::Connection<Io, RequestBody>>);
+
+impl Driver {
+    /// Ready once the connection has ended (with its error, the first time).
+    fn poll_end(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), hyper::Error>> {
+        let Some(conn) = &mut self.0 else { return Poll::Ready(Ok(())) };
+        let end = std::task::ready!(Pin::new(conn).poll(cx));
+        self.0 = None;
+        Poll::Ready(end)
+    }
+
+    /// Polls `work` and the connection together until `work` is done. The
+    /// error is `work`'s, or the connection's, or none when the connection
+    /// ended cleanly first.
+    async fn drive<T>(&mut self, work: impl Future<Output = hyper::Result<T>>) -> Result<T, Option<hyper::Error>> {
+        let mut work = pin!(work);
+        poll_fn(|cx| {
+            let end = self.poll_end(cx);
+            if let Poll::Ready(done) = work.as_mut().poll(cx) {
+                return Poll::Ready(done.map_err(Some));
+            }
+            end.map(|end| Err(end.err()))
+        })
+        .await
+    }
+}
+
+/// A response body that drives its own connection, and hands the connection
+/// back to the pool once the body has been read to its end.
+pub struct ResponseBody {
+    incoming: Incoming,
+    /// The connection, until it ends or goes back to the pool.
+    conn: Option<(Connection, Arc<Pool>, Origin)>,
+    ended: bool,
+}
+
+impl ResponseBody {
+    fn release(&mut self) {
+        if let Some((mut conn, pool, origin)) = self.conn.take()
+            && conn.is_reusable()
+        {
+            conn.idle_since = Instant::now();
+            pool.put(origin, conn);
+        }
+    }
+}
+
+/// How many already-read frames a dropped body goes through looking for its end.
+const DRAIN_FRAMES: usize = 8;
+
+impl Drop for ResponseBody {
+    /// A reader stops at the provider's end marker, and the body's own end
+    /// usually came in the same read: finishing it here, without waiting for
+    /// anything, keeps the connection for the next request.
+    fn drop(&mut self) {
+        let mut cx = Context::from_waker(Waker::noop());
+        for _ in 0..DRAIN_FRAMES {
+            match Pin::new(&mut *self).poll_next(&mut cx) {
+                Poll::Ready(Some(Ok(_))) => {}
+                Poll::Ready(_) | Poll::Pending => return,
+            }
+        }
+    }
+}
+
+impl Stream for ResponseBody {
+    type Item = Result<Bytes, ClientError>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        if this.ended {
+            return Poll::Ready(None);
+        }
+        // Whether the connection has had its turn: what it read may have
+        // completed the body, which is then polled once more.
+        let mut driven = false;
+        loop {
+            let failure = match Pin::new(&mut this.incoming).poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(data) => return Poll::Ready(Some(Ok(data))),
+                    Err(_trailers) => continue,
+                },
+                Poll::Ready(Some(Err(err))) => ClientError::http(&err),
+                Poll::Ready(None) => {
+                    this.ended = true;
+                    this.release();
+                    return Poll::Ready(None);
+                }
+                Poll::Pending if driven => return Poll::Pending,
+                Poll::Pending => match &mut this.conn {
+                    Some((conn, ..)) => match conn.driver.poll_end(cx) {
+                        Poll::Pending => {
+                            driven = true;
+                            continue;
+                        }
+                        Poll::Ready(Err(err)) => ClientError::http(&err),
+                        // The connection ended: the body holds its end or its error now.
+                        Poll::Ready(Ok(())) => {
+                            this.conn = None;
+                            continue;
+                        }
+                    },
+                    None => ClientError::Http("the provider closed the connection".into()),
+                },
+            };
+            this.ended = true;
+            this.conn = None;
+            return Poll::Ready(Some(Err(failure)));
+        }
+    }
+}

@@ -1,0 +1,197 @@
+//! The upstream connection, seen from a provider written against raw TCP:
+//! keep-alive reuse, a connection the provider closed while it sat idle, and
+//! events that arrive in one read leaving for the client in one write.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use baton::providers::ProviderKind;
+use support::{Proxy, chat_body, post_chat, provider_toml, within};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+const HARD_LIMIT: Duration = Duration::from_secs(20);
+
+/// What the raw provider does after answering on a connection.
+#[derive(Clone, Copy)]
+enum AfterAnswer {
+    KeepAlive,
+    Close,
+}
+
+/// A provider that answers every request with `events` OpenAI text chunks in
+/// one write, counting the connections it accepts.
+async fn raw_provider(events: usize, after: AfterAnswer) -> (String, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&accepted);
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            counter.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                while read_request(&mut socket).await {
+                    if socket.write_all(&answer(events)).await.is_err() {
+                        return;
+                    }
+                    if let AfterAnswer::Close = after {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (format!("http://{addr}/v1"), accepted)
+}
+
+/// Reads one request (head and `content-length` body); false at EOF.
+async fn read_request(socket: &mut TcpStream) -> bool {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match socket.read(&mut byte).await {
+            Ok(1) => head.push(byte[0]),
+            _ => return false,
+        }
+    }
+    let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    let length = head
+        .lines()
+        .find_map(|line| line.strip_prefix("content-length:"))
+        .and_then(|value| value.trim().parse::<usize>().ok())
+        .unwrap_or(0);
+    let mut body = vec![0u8; length];
+    socket.read_exact(&mut body).await.is_ok()
+}
+
+/// A whole chunked SSE answer: `events` tokens, a finish and `[DONE]`.
+fn answer(events: usize) -> Vec<u8> {
+    let mut body = String::new();
+    let mut chunk = |data: String| {
+        let event = format!("data: {data}\n\n");
+        body.push_str(&format!("{:x}\r\n{event}\r\n", event.len()));
+    };
+    for i in 0..events {
+        chunk(format!(
+            r#"{{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{{"index":0,"delta":{{"content":" raw{i}"}},"finish_reason":null}}]}}"#
+        ));
+    }
+    chunk(r#"{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#.to_owned());
+    chunk("[DONE]".to_owned());
+    let mut out = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n".to_vec();
+    out.extend_from_slice(body.as_bytes());
+    out.extend_from_slice(b"0\r\n\r\n");
+    out
+}
+
+fn config(base_url: &str) -> String {
+    format!(
+        "{}\n[[routes]]\nmodel = \"chat\"\nfirst_token_timeout_ms = 5000\nidle_timeout_ms = 5000\ntargets = [{{ provider = \"raw\", model = \"m\" }}]\n",
+        provider_toml("raw", ProviderKind::OpenAi, base_url)
+    )
+}
+
+fn expected_text(events: usize) -> String {
+    (0..events).map(|i| format!(" raw{i}")).collect()
+}
+
+#[tokio::test]
+async fn sequential_requests_reuse_one_upstream_connection() {
+    within(HARD_LIMIT, async {
+        let (url, accepted) = raw_provider(5, AfterAnswer::KeepAlive).await;
+        let proxy = Proxy::start(&config(&url)).await;
+        for _ in 0..3 {
+            let received = post_chat(&proxy, &chat_body(true)).await;
+            assert_eq!(received.status, 200, "{}", received.raw);
+            assert_eq!(received.streamed_text(), expected_text(5));
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 1, "one keep-alive connection carried all three requests");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_connection_the_provider_closed_while_idle_is_not_reused() {
+    within(HARD_LIMIT, async {
+        let (url, accepted) = raw_provider(5, AfterAnswer::Close).await;
+        let proxy = Proxy::start(&config(&url)).await;
+        for round in 1..=3 {
+            let received = post_chat(&proxy, &chat_body(true)).await;
+            assert_eq!(received.status, 200, "request {round}: {}", received.raw);
+            assert_eq!(received.header("x-baton-attempts"), "1", "no failover was needed");
+            assert_eq!(received.streamed_text(), expected_text(5));
+            // Let the close arrive before the next request takes the connection.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 3, "a new connection for each request");
+    })
+    .await;
+}
+
+/// Counts the HTTP chunks of baton's streamed response and returns them with
+/// the body they carry.
+async fn chunks_from_baton(proxy: &Proxy) -> (usize, String) {
+    let mut socket = TcpStream::connect(proxy.addr).await.expect("connect");
+    let body = serde_json::to_vec(&chat_body(true)).expect("json");
+    let head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: baton\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    socket.write_all(head.as_bytes()).await.expect("write");
+    socket.write_all(&body).await.expect("write");
+    let mut raw = Vec::new();
+    socket.read_to_end(&mut raw).await.expect("read");
+    let raw = String::from_utf8(raw).expect("utf-8");
+    let (head, mut rest) = raw.split_once("\r\n\r\n").expect("a head");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let (mut count, mut text) = (0, String::new());
+    loop {
+        let (size, after) = rest.split_once("\r\n").expect("a chunk size");
+        let size = usize::from_str_radix(size.trim(), 16).expect("hex size");
+        if size == 0 {
+            return (count, text);
+        }
+        count += 1;
+        text.push_str(&after[..size]);
+        rest = &after[size + 2..];
+    }
+}
+
+#[tokio::test]
+async fn events_read_in_one_go_leave_in_few_writes() {
+    within(HARD_LIMIT, async {
+        let events = 60;
+        let (url, _) = raw_provider(events, AfterAnswer::KeepAlive).await;
+        let proxy = Proxy::start(&config(&url)).await;
+        let (chunks, text) = chunks_from_baton(&proxy).await;
+        let tokens = text.matches(" raw").count();
+        assert_eq!(tokens, events, "every token arrived: {text}");
+        assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+        assert!(chunks <= 6, "{events} events that arrived together left in {chunks} HTTP chunks");
+    })
+    .await;
+}
+
+/// A TLS client's hello answered in plain HTTP, as a plain HTTP server does.
+#[tokio::test]
+async fn an_https_provider_that_does_not_speak_tls_fails_with_a_tls_error() {
+    within(HARD_LIMIT, async {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let _ = socket.write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n").await;
+            }
+        });
+        let proxy = Proxy::start(&config(&format!("https://{addr}/v1"))).await;
+        let received = post_chat(&proxy, &chat_body(true)).await;
+        assert_eq!(received.status, 502, "{}", received.raw);
+        assert!(received.raw.contains("tls"), "the attempt's error names TLS: {}", received.raw);
+    })
+    .await;
+}
