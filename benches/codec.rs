@@ -28,15 +28,15 @@ const TOKENS: usize = 1000;
 /// One text event as the provider writes it, parsed as the relay receives it.
 fn text_event(kind: ProviderKind) -> SseEvent {
     let raw = wire::text(kind, "model-x", " word42");
-    let mut event = SseEvent::data("");
+    let (mut name, mut data) = ("message", "");
     for line in raw.lines() {
-        if let Some(name) = line.strip_prefix("event: ") {
-            event.event = name.to_owned();
-        } else if let Some(data) = line.strip_prefix("data: ") {
-            event.data = data.to_owned();
+        if let Some(value) = line.strip_prefix("event: ") {
+            name = value;
+        } else if let Some(value) = line.strip_prefix("data: ") {
+            data = value;
         }
     }
-    event
+    SseEvent::new(name, data)
 }
 
 /// A whole answer's body as the provider writes it, one SSE event per network chunk.

@@ -65,7 +65,7 @@ pub async fn open(
 pub fn decode<S, B, E>(bytes: S, decoder: Box<dyn Decoder>) -> EventStream
 where
     S: Stream<Item = Result<B, E>> + Send + 'static,
-    B: AsRef<[u8]> + Send + 'static,
+    B: Into<Bytes> + Send + 'static,
     E: Display + Send + 'static,
 {
     let state = Decoding { sse: Box::pin(sse::events(bytes)), decoder, pending: VecDeque::new(), ended: false };

@@ -3,24 +3,28 @@
 
 use std::fmt::Display;
 
-use eventsource_stream::{EventStreamError, Eventsource};
+use bytes::Bytes;
+use bytes_utils::Str;
 use futures_util::{Stream, StreamExt};
+use sseer::errors::EventStreamError;
+use sseer::event_stream::EventStream;
 
 use super::ProviderError;
 
-/// One server-sent event: its name (`message` when none was given) and data.
+/// One server-sent event: its name (`message` when none was given) and data,
+/// both slices of the bytes read from the provider rather than copies.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SseEvent {
     /// The `event:` field, `message` by default.
-    pub event: String,
+    pub event: Str,
     /// The `data:` lines joined by newlines.
-    pub data: String,
+    pub data: Str,
 }
 
 impl SseEvent {
-    /// An unnamed event carrying `data`, as OpenAI and Gemini send them.
-    pub fn data(data: impl Into<String>) -> Self {
-        SseEvent { event: "message".to_owned(), data: data.into() }
+    /// An event named `event` carrying `data`, for decoders' tests and benchmarks.
+    pub fn new(event: &str, data: &str) -> Self {
+        SseEvent { event: Str::from(event.to_owned()), data: Str::from(data.to_owned()) }
     }
 }
 
@@ -29,13 +33,12 @@ impl SseEvent {
 pub fn events<S, B, E>(bytes: S) -> impl Stream<Item = Result<SseEvent, ProviderError>> + Send
 where
     S: Stream<Item = Result<B, E>> + Send,
-    B: AsRef<[u8]> + Send,
+    B: Into<Bytes> + Send,
     E: Display + Send,
 {
-    bytes.eventsource().map(|item| match item {
+    EventStream::new(bytes).map(|item| match item {
         Ok(event) => Ok(SseEvent { event: event.event, data: event.data }),
         Err(EventStreamError::Transport(err)) => Err(ProviderError::Io(err.to_string())),
-        Err(EventStreamError::Utf8(err)) => Err(ProviderError::Malformed(format!("invalid utf-8: {err}"))),
-        Err(EventStreamError::Parser(err)) => Err(ProviderError::Malformed(format!("invalid sse: {err}"))),
+        Err(EventStreamError::Utf8Error(err)) => Err(ProviderError::Malformed(format!("invalid utf-8: {err}"))),
     })
 }
