@@ -7,6 +7,7 @@ mod chat;
 pub mod egress;
 mod error;
 mod ingress;
+pub mod server;
 mod state;
 
 use axum::extract::{Request, State};

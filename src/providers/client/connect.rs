@@ -13,6 +13,11 @@ use tokio_util::either::Either;
 
 use super::{ClientError, Connection, Origin, RequestBody};
 
+/// Bytes read from a provider at a time. Events are a few hundred bytes, so
+/// this holds dozens; hyper's adaptive default starts at 8 KiB and grows,
+/// which costs more memory per open stream than it saves in reads.
+const READ_BUFFER: usize = 4096;
+
 /// A plain or TLS socket.
 pub(super) type Io = TokioIo<Either<TcpStream, TlsStream<TcpStream>>>;
 
@@ -48,6 +53,7 @@ impl Connector {
             Either::Left(tcp)
         };
         let (sender, driver) = http1::Builder::new()
+            .read_buf_exact_size(Some(READ_BUFFER))
             .handshake::<_, RequestBody>(TokioIo::new(io))
             .await
             .map_err(|err| ClientError::Http(super::chain(&err)))?;
