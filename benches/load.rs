@@ -36,11 +36,20 @@ use tokio::process::{Child, Command};
 const TOKENS: usize = 200;
 /// How long each worker keeps sending requests, per concurrency level.
 const DRIVE: Duration = Duration::from_secs(4);
-/// The gap between tokens of the long answers held open to measure memory.
+/// The gap between tokens of the long answers held open (memory, latency probes).
 const SLOW_GAP_MS: u64 = 50;
+/// Their length: at 20 tokens a second, a minute, longer than any run holds them.
+const SLOW_TOKENS: usize = 1200;
 const MARKER: &str = "tok";
 /// Requests sent before measuring each run.
 const WARMUP: usize = 5;
+/// Sequential requests timed for each latency probe.
+const PROBES: usize = 200;
+/// The most streams held open under a latency probe: past it the held
+/// streams' own tokens saturate this machine and the probe measures queueing.
+const PROBE_MAX_BACKGROUND: usize = 1000;
+/// How long held streams may take to open.
+const OPEN_DEADLINE: Duration = Duration::from_secs(20);
 /// LiteLLM is driven up to this many streams; past it one run outlasts the bench.
 const LITELLM_MAX_CONCURRENCY: usize = 1000;
 /// The master key LiteLLM's proxy requires; it only ever listens on loopback here.
@@ -87,8 +96,9 @@ async fn start_baton(args: &[&str]) -> (Child, SocketAddr) {
     (child, addr)
 }
 
-async fn mock(extra: &[&str]) -> (Child, SocketAddr) {
-    let mut args = vec!["mock", "--kind", "openai", "--listen", "127.0.0.1:0", "--marker", MARKER, "--tokens", "200"];
+async fn mock(tokens: usize, extra: &[&str]) -> (Child, SocketAddr) {
+    let tokens = tokens.to_string();
+    let mut args = vec!["mock", "--kind", "openai", "--listen", "127.0.0.1:0", "--marker", MARKER, "--tokens", &tokens];
     args.extend_from_slice(extra);
     start_baton(&args).await
 }
@@ -343,6 +353,48 @@ async fn drive(client: &reqwest::Client, url: &str, model: &str, concurrency: us
     total
 }
 
+/// Slow streams held open through a gateway until this is dropped.
+struct Held {
+    opened: usize,
+    holders: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        for holder in &self.holders {
+            holder.abort();
+        }
+    }
+}
+
+/// Opens `count` slow streams (a token every [`SLOW_GAP_MS`]) and returns once
+/// each has sent its first bytes, or after [`OPEN_DEADLINE`].
+async fn hold(client: &reqwest::Client, url: &str, model: &str, count: usize) -> Held {
+    let body = json!({ "model": model, "stream": true, "messages": [{ "role": "user", "content": "hi" }] });
+    let (opened_tx, mut opened_rx) = tokio::sync::mpsc::channel::<()>(count.max(1));
+    let holders = (0..count)
+        .map(|_| {
+            let (client, url, body, opened) = (client.clone(), url.to_owned(), body.clone(), opened_tx.clone());
+            tokio::spawn(async move {
+                let Ok(response) = client.post(&url).json(&body).send().await else { return };
+                let mut stream = response.bytes_stream();
+                if stream.next().await.is_some() {
+                    let _ = opened.send(()).await;
+                }
+                while stream.next().await.is_some() {}
+            })
+        })
+        .collect();
+    let mut opened = 0;
+    let deadline = Instant::now() + OPEN_DEADLINE;
+    while opened < count && Instant::now() < deadline {
+        if tokio::time::timeout(Duration::from_secs(1), opened_rx.recv()).await.ok().flatten().is_some() {
+            opened += 1;
+        }
+    }
+    Held { opened, holders }
+}
+
 /// Holds `count` slow streams open at once and reports the gateway's memory
 /// per stream (resident memory with them open, less before).
 async fn memory_per_stream(
@@ -356,36 +408,29 @@ async fn memory_per_stream(
         return None;
     }
     let before = memory(pids, "VmRSS:");
-    let body = json!({ "model": model, "stream": true, "messages": [{ "role": "user", "content": "hi" }] });
-    let (opened_tx, mut opened_rx) = tokio::sync::mpsc::channel::<()>(count);
-    let release = std::sync::Arc::new(tokio::sync::Notify::new());
-    let holders: Vec<_> = (0..count)
-        .map(|_| {
-            let (client, url, body, opened, release) =
-                (client.clone(), url.to_owned(), body.clone(), opened_tx.clone(), release.clone());
-            tokio::spawn(async move {
-                let Ok(response) = client.post(&url).json(&body).send().await else { return };
-                let mut stream = response.bytes_stream();
-                if stream.next().await.is_some() {
-                    let _ = opened.send(()).await;
-                }
-                release.notified().await;
-            })
-        })
-        .collect();
-    let mut opened = 0;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while opened < count && Instant::now() < deadline {
-        if tokio::time::timeout(Duration::from_secs(1), opened_rx.recv()).await.ok().flatten().is_some() {
-            opened += 1;
+    let held = hold(client, url, model, count).await;
+    let during = memory(pids, "VmRSS:");
+    (held.opened == count).then(|| during.saturating_sub(before) as f64 / count as f64)
+}
+
+/// Time to first token of [`PROBES`] requests sent one after another while
+/// `background` slow streams are held open through the same path: the
+/// latency a gateway adds at that load, without saturating the machine.
+async fn probe(client: &reqwest::Client, gateway: &Gateway, background: usize) -> (Vec<Duration>, usize) {
+    let (slow_url, slow_model) = &gateway.slow;
+    let held = hold(client, slow_url, slow_model, background).await;
+    let (url, model) = &gateway.fast;
+    let body = json!({ "model": model, "stream": true, "max_tokens": TOKENS, "messages": [{ "role": "user", "content": "hi" }] });
+    for _ in 0..WARMUP {
+        support::request(client, url, &body, MARKER).await;
+    }
+    let mut ttft = Vec::with_capacity(PROBES);
+    for _ in 0..PROBES {
+        if let Some(first) = support::request(client, url, &body, MARKER).await.first_token {
+            ttft.push(first);
         }
     }
-    let during = memory(pids, "VmRSS:");
-    release.notify_waiters();
-    for holder in holders {
-        holder.abort();
-    }
-    (opened == count).then(|| during.saturating_sub(before) as f64 / count as f64)
+    (ttft, held.opened)
 }
 
 fn quantile_ms(samples: &[Duration], q: f64) -> f64 {
@@ -397,9 +442,9 @@ fn main() {
     let levels = if levels.is_empty() { vec![1, 100, 1000, 9000] } else { levels };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     runtime.block_on(async {
-        let (_fast_mock, fast) = mock(&["--first-token-ms", "0", "--gap-ms", "0"]).await;
-        let (_slow_mock, slow) = mock(&["--first-token-ms", "0", "--gap-ms", &SLOW_GAP_MS.to_string()]).await;
-        let (_flaky_mock, flaky) = mock(&[
+        let (_fast_mock, fast) = mock(TOKENS, &["--first-token-ms", "0", "--gap-ms", "0"]).await;
+        let (_slow_mock, slow) = mock(SLOW_TOKENS, &["--first-token-ms", "0", "--gap-ms", &SLOW_GAP_MS.to_string()]).await;
+        let (_flaky_mock, flaky) = mock(TOKENS, &[
             "--first-token-ms", "0", "--gap-ms", "0", "--seed", "5", "--fault-rate", "0.3",
             "--fault", "http_5xx,http_429,close_before_token,malformed,error_event,refuse,stall_first_token",
         ])
@@ -473,11 +518,24 @@ fn main() {
             let per = per.map_or("not all opened".to_owned(), |bytes| format!("{:.1}", bytes / 1024.0));
             let _ = writeln!(memory_report, "| {} | {count} | {per} | {:.1} |", gateway.name, memory(&pids, "VmHWM:") as f64 / 1048576.0);
         }
-        let mut report = String::new();
-        let _ = writeln!(report, "| path | streams in flight | TTFT p50 (ms) | TTFT p99 (ms) | added TTFT p50 / p99 (ms) | streams/s | success | gateway CPU s per 1,000 streams | load generator CPU s |");
-        let _ = writeln!(report, "|---|---|---|---|---|---|---|---|---|");
-        for &n in &levels {
+        let mut latency = String::new();
+        let _ = writeln!(latency, "| path | streams held open | probes answered | TTFT p50 (ms) | TTFT p99 (ms) | added p50 (ms) | added p99 (ms) |");
+        let _ = writeln!(latency, "|---|---|---|---|---|---|---|");
+        for background in std::iter::once(0).chain(levels.iter().copied().filter(|&n| n > 1 && n <= PROBE_MAX_BACKGROUND)) {
             let mut floor = None;
+            for gateway in &gateways {
+                let (ttft, opened) = probe(&client_for(gateway), gateway, background).await;
+                let (p50, p99) = (quantile_ms(&ttft, 0.5), quantile_ms(&ttft, 0.99));
+                let (base50, base99) = *floor.get_or_insert((p50, p99));
+                let added = if gateway.name == "direct" { "— | —".to_owned() } else { format!("{:.3} | {:.3}", p50 - base50, p99 - base99) };
+                let held = if opened == background { background.to_string() } else { format!("{opened} of {background}") };
+                let _ = writeln!(latency, "| {} | {held} | {} of {PROBES} | {p50:.3} | {p99:.3} | {added} |", gateway.name, ttft.len());
+            }
+        }
+        let mut report = String::new();
+        let _ = writeln!(report, "| path | concurrent streams | TTFT p50 (ms) | TTFT p99 (ms) | streams/s | success | gateway CPU s per 1,000 streams | load generator CPU s |");
+        let _ = writeln!(report, "|---|---|---|---|---|---|---|---|");
+        for &n in &levels {
             let mut rows: Vec<(&str, Drive)> = Vec::new();
             for gateway in &gateways {
                 if gateway.name == "litellm" && n > LITELLM_MAX_CONCURRENCY {
@@ -497,18 +555,16 @@ fn main() {
             }
             for (name, run) in &rows {
                 let (p50, p99) = (quantile_ms(&run.ttft, 0.5), quantile_ms(&run.ttft, 0.99));
-                let base = *floor.get_or_insert((p50, p99));
-                let added = if *name == "direct" { "—".to_owned() } else { format!("{:.2} / {:.2}", p50 - base.0, p99 - base.1) };
                 let cpu = if *name == "direct" { "—".to_owned() } else { format!("{:.2}", run.cpu / run.ok.max(1) as f64 * 1000.0) };
                 let _ = writeln!(
                     report,
-                    "| {name} | {n} | {p50:.2} | {p99:.2} | {added} | {:.0} | {:.1} % | {cpu} | {:.1} |",
+                    "| {name} | {n} | {p50:.2} | {p99:.2} | {:.0} | {:.1} % | {cpu} | {:.1} |",
                     run.ok as f64 / run.elapsed.as_secs_f64(),
                     100.0 * run.ok as f64 / (run.ok + run.failed).max(1) as f64,
                     run.client_cpu
                 );
             }
         }
-        println!("{report}\n{memory_report}");
+        println!("{latency}\n{report}\n{memory_report}");
     });
 }
