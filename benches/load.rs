@@ -1,17 +1,26 @@
-//! The load benchmark: many concurrent streamed requests, each a 200-token
-//! answer from simulated providers on loopback, through each path side by
-//! side — direct (the floor), nginx as a plain SSE pass-through, baton
-//! (healthy, and with a primary failing 30 % of requests) — reporting added
-//! time to first token, completed streams per second, gateway CPU per 1,000
-//! streams, and memory per stream in flight. Every figure of a table comes
-//! from one run. Run with:
+//! The load benchmark: simulated providers on loopback, and the same
+//! streamed requests through each path side by side — direct (the floor),
+//! nginx as a plain SSE pass-through, LiteLLM's proxy, and baton (healthy, and
+//! with a primary failing 30 % of requests). Three measurements, every figure
+//! of a table from one run:
+//!
+//! - latency probes: pairs of requests (direct, then through the gateway)
+//!   timed one after another while 0, 100 or 1,000 paced streams are held
+//!   open through the gateway: the time to first token it adds at that load;
+//! - throughput: N concurrent workers (1 to 9,000) sending 200-token streams
+//!   as fast as they are answered: streams per second, success, and gateway
+//!   CPU per 1,000 streams (the load generator's own CPU beside it);
+//! - memory: resident memory per stream held open, on fresh processes.
+//!
+//! Run with:
 //!
 //! ```sh
 //! cargo build --release && cargo bench --bench load
 //! ```
 //!
 //! Every process is started here: `baton mock` for the providers, `baton serve`,
-//! and Debian's `nginx` (installed with apt when missing).
+//! Debian's `nginx` (installed with apt when missing) and `litellm[proxy]`
+//! (installed into `target/bench-venv` when missing).
 
 #![allow(
     clippy::print_stdout,
@@ -49,7 +58,9 @@ const PROBES: usize = 200;
 /// streams' own tokens saturate this machine and the probe measures queueing.
 const PROBE_MAX_BACKGROUND: usize = 1000;
 /// How long held streams may take to open.
-const OPEN_DEADLINE: Duration = Duration::from_secs(20);
+const OPEN_DEADLINE: Duration = Duration::from_secs(10);
+/// A streamed request not finished by then counts as failed.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// LiteLLM is driven up to this many streams; past it one run outlasts the bench.
 const LITELLM_MAX_CONCURRENCY: usize = 1000;
 /// The master key LiteLLM's proxy requires; it only ever listens on loopback here.
@@ -327,9 +338,14 @@ async fn drive(client: &reqwest::Client, url: &str, model: &str, concurrency: us
             tokio::spawn(async move {
                 let mut mine = Drive::default();
                 while started.elapsed() < DRIVE {
-                    let outcome = support::request(&client, &url, &body, MARKER).await;
-                    match outcome.first_token {
-                        Some(ttft) if outcome.status == 200 && outcome.body.trim_end().ends_with("data: [DONE]") => {
+                    let outcome =
+                        tokio::time::timeout(REQUEST_TIMEOUT, support::request(&client, &url, &body, MARKER)).await;
+                    match outcome.ok().and_then(|outcome| {
+                        outcome
+                            .first_token
+                            .filter(|_| outcome.status == 200 && outcome.body.trim_end().ends_with("data: [DONE]"))
+                    }) {
+                        Some(ttft) => {
                             mine.ttft.push(ttft);
                             mine.ok += 1;
                         }
@@ -413,24 +429,50 @@ async fn memory_per_stream(
     (held.opened == count).then(|| during.saturating_sub(before) as f64 / count as f64)
 }
 
-/// Time to first token of [`PROBES`] requests sent one after another while
-/// `background` slow streams are held open through the same path: the
-/// latency a gateway adds at that load, without saturating the machine.
-async fn probe(client: &reqwest::Client, gateway: &Gateway, background: usize) -> (Vec<Duration>, usize) {
+/// First-token times of [`PROBES`] pairs of requests, one direct to the
+/// provider and one through `gateway`, alternated, sent while `background`
+/// slow streams are held open through the gateway: the latency the gateway
+/// adds at that load, measured without saturating the machine.
+struct Probe {
+    direct: Vec<Duration>,
+    through: Vec<Duration>,
+    /// Per pair: through the gateway less direct.
+    added: Vec<f64>,
+    held: usize,
+}
+
+async fn probe(
+    client: &reqwest::Client,
+    direct: &reqwest::Client,
+    gateway: &Gateway,
+    floor: &Gateway,
+    background: usize,
+) -> Probe {
     let (slow_url, slow_model) = &gateway.slow;
     let held = hold(client, slow_url, slow_model, background).await;
-    let (url, model) = &gateway.fast;
-    let body = json!({ "model": model, "stream": true, "max_tokens": TOKENS, "messages": [{ "role": "user", "content": "hi" }] });
+    let request = |(url, model): &(String, &'static str)| {
+        (
+            url.clone(),
+            json!({ "model": model, "stream": true, "max_tokens": TOKENS, "messages": [{ "role": "user", "content": "hi" }] }),
+        )
+    };
+    let (url, body) = request(&gateway.fast);
+    let (direct_url, direct_body) = request(&floor.fast);
     for _ in 0..WARMUP {
-        support::request(client, url, &body, MARKER).await;
+        support::request(client, &url, &body, MARKER).await;
+        support::request(direct, &direct_url, &direct_body, MARKER).await;
     }
-    let mut ttft = Vec::with_capacity(PROBES);
+    let mut result = Probe { direct: Vec::new(), through: Vec::new(), added: Vec::new(), held: held.opened };
     for _ in 0..PROBES {
-        if let Some(first) = support::request(client, url, &body, MARKER).await.first_token {
-            ttft.push(first);
+        let floor_ttft = support::request(direct, &direct_url, &direct_body, MARKER).await.first_token;
+        let ttft = support::request(client, &url, &body, MARKER).await.first_token;
+        if let (Some(floor_ttft), Some(ttft)) = (floor_ttft, ttft) {
+            result.direct.push(floor_ttft);
+            result.through.push(ttft);
+            result.added.push((ttft.as_secs_f64() - floor_ttft.as_secs_f64()) * 1000.0);
         }
     }
-    (ttft, held.opened)
+    result
 }
 
 fn quantile_ms(samples: &[Duration], q: f64) -> f64 {
@@ -499,7 +541,6 @@ fn main() {
             }
             reqwest::Client::builder()
                 .tcp_nodelay(true)
-                .timeout(Duration::from_secs(60))
                 .default_headers(headers)
                 .build()
                 .expect("client")
@@ -519,17 +560,27 @@ fn main() {
             let _ = writeln!(memory_report, "| {} | {count} | {per} | {:.1} |", gateway.name, memory(&pids, "VmHWM:") as f64 / 1048576.0);
         }
         let mut latency = String::new();
-        let _ = writeln!(latency, "| path | streams held open | probes answered | TTFT p50 (ms) | TTFT p99 (ms) | added p50 (ms) | added p99 (ms) |");
-        let _ = writeln!(latency, "|---|---|---|---|---|---|---|");
+        let _ = writeln!(latency, "| path | streams held open | pairs answered | direct TTFT p50 / p99 (ms) | TTFT p50 / p99 (ms) | added p50 / p99 (ms) |");
+        let _ = writeln!(latency, "|---|---|---|---|---|---|");
         for background in std::iter::once(0).chain(levels.iter().copied().filter(|&n| n > 1 && n <= PROBE_MAX_BACKGROUND)) {
-            let mut floor = None;
-            for gateway in &gateways {
-                let (ttft, opened) = probe(&client_for(gateway), gateway, background).await;
-                let (p50, p99) = (quantile_ms(&ttft, 0.5), quantile_ms(&ttft, 0.99));
-                let (base50, base99) = *floor.get_or_insert((p50, p99));
-                let added = if gateway.name == "direct" { "— | —".to_owned() } else { format!("{:.3} | {:.3}", p50 - base50, p99 - base99) };
-                let held = if opened == background { background.to_string() } else { format!("{opened} of {background}") };
-                let _ = writeln!(latency, "| {} | {held} | {} of {PROBES} | {p50:.3} | {p99:.3} | {added} |", gateway.name, ttft.len());
+            for gateway in gateways.iter().filter(|g| g.process.is_some()) {
+                let run = probe(&client_for(gateway), &client_for(&gateways[0]), gateway, &gateways[0], background).await;
+                let held = if run.held == background { background.to_string() } else { format!("{} of {background}", run.held) };
+                let mut added = run.added.clone();
+                added.sort_by(f64::total_cmp);
+                let at = |q: f64| added.get(((added.len().saturating_sub(1)) as f64 * q).round() as usize).copied().unwrap_or(f64::NAN);
+                let _ = writeln!(
+                    latency,
+                    "| {} | {held} | {} of {PROBES} | {:.3} / {:.3} | {:.3} / {:.3} | {:.3} / {:.3} |",
+                    gateway.name,
+                    run.added.len(),
+                    quantile_ms(&run.direct, 0.5),
+                    quantile_ms(&run.direct, 0.99),
+                    quantile_ms(&run.through, 0.5),
+                    quantile_ms(&run.through, 0.99),
+                    at(0.5),
+                    at(0.99)
+                );
             }
         }
         let mut report = String::new();
