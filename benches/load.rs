@@ -57,12 +57,19 @@ const PROBES: usize = 200;
 /// The most streams held open under a latency probe: past it the held
 /// streams' own tokens saturate this machine and the probe measures queueing.
 const PROBE_MAX_BACKGROUND: usize = 1000;
+/// How long one latency probe may take; a gateway that queues stops early.
+const PROBE_DEADLINE: Duration = Duration::from_secs(15);
 /// How long held streams may take to open.
 const OPEN_DEADLINE: Duration = Duration::from_secs(10);
 /// A streamed request not finished by then counts as failed.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// LiteLLM is driven up to this many streams; past it one run outlasts the bench.
 const LITELLM_MAX_CONCURRENCY: usize = 1000;
+/// The most streams held open through LiteLLM: it queues them for seconds,
+/// and a probe behind that queue measures the queue.
+const LITELLM_MAX_HELD: usize = 100;
+/// How long a gateway may take to go idle after a run before the next starts.
+const SETTLE_LIMIT: Duration = Duration::from_secs(60);
 /// The master key LiteLLM's proxy requires; it only ever listens on loopback here.
 const LITELLM_KEY: &str = "sk-baton-load-benchmark-0123456789abcdef";
 
@@ -441,6 +448,12 @@ struct Probe {
     held: usize,
 }
 
+/// One request's time to first token, if it came within [`REQUEST_TIMEOUT`].
+async fn timed(client: &reqwest::Client, url: &str, body: &serde_json::Value) -> Option<Duration> {
+    let request = support::request(client, url, body, MARKER);
+    tokio::time::timeout(REQUEST_TIMEOUT, request).await.ok().and_then(|outcome| outcome.first_token)
+}
+
 async fn probe(
     client: &reqwest::Client,
     direct: &reqwest::Client,
@@ -459,13 +472,17 @@ async fn probe(
     let (url, body) = request(&gateway.fast);
     let (direct_url, direct_body) = request(&floor.fast);
     for _ in 0..WARMUP {
-        support::request(client, &url, &body, MARKER).await;
-        support::request(direct, &direct_url, &direct_body, MARKER).await;
+        timed(client, &url, &body).await;
+        timed(direct, &direct_url, &direct_body).await;
     }
     let mut result = Probe { direct: Vec::new(), through: Vec::new(), added: Vec::new(), held: held.opened };
+    let deadline = Instant::now() + PROBE_DEADLINE;
     for _ in 0..PROBES {
-        let floor_ttft = support::request(direct, &direct_url, &direct_body, MARKER).await.first_token;
-        let ttft = support::request(client, &url, &body, MARKER).await.first_token;
+        if Instant::now() > deadline {
+            break;
+        }
+        let floor_ttft = timed(direct, &direct_url, &direct_body).await;
+        let ttft = timed(client, &url, &body).await;
         if let (Some(floor_ttft), Some(ttft)) = (floor_ttft, ttft) {
             result.direct.push(floor_ttft);
             result.through.push(ttft);
@@ -473,6 +490,19 @@ async fn probe(
         }
     }
     result
+}
+
+/// Waits until `pids` use (almost) no CPU, so work a gateway still does for
+/// the last run (streams to clients that left) does not weigh on the next.
+async fn settle(pids: &[u32]) {
+    let started = Instant::now();
+    while started.elapsed() < SETTLE_LIMIT {
+        let before = cpu_seconds(pids);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        if cpu_seconds(pids) - before < 0.05 {
+            return;
+        }
+    }
 }
 
 fn quantile_ms(samples: &[Duration], q: f64) -> f64 {
@@ -511,6 +541,15 @@ fn main() {
             }),
             None => println!("nginx could not be started; its rows are missing"),
         }
+        let baton_pid = baton.id();
+        gateways.push(Gateway {
+            name: "baton",
+            fast: (baton_url.clone(), "fast"),
+            slow: (baton_url.clone(), "slow"),
+            process: Some(baton),
+            token: None,
+        });
+        // LiteLLM last: it works off its backlog long after a run ends.
         if std::env::var("BATON_BENCH_LITELLM").as_deref() != Ok("0") {
             match litellm(fast, slow, flaky).await {
                 Some((process, addr)) => gateways.push(Gateway {
@@ -523,14 +562,6 @@ fn main() {
                 None => println!("LiteLLM could not be installed or started; its rows are missing"),
             }
         }
-        let baton_pid = baton.id();
-        gateways.push(Gateway {
-            name: "baton",
-            fast: (baton_url.clone(), "fast"),
-            slow: (baton_url.clone(), "slow"),
-            process: Some(baton),
-            token: None,
-        });
 
         // A fresh client (and connection pool) per run: idle connections left
         // from one path must not eat the file descriptors of the next.
@@ -553,18 +584,25 @@ fn main() {
         for gateway in gateways.iter().filter(|g| g.process.is_some()) {
             let pids = gateway.pids();
             let most = *levels.iter().max().unwrap_or(&1000);
-            let count = if gateway.name == "litellm" { most.min(LITELLM_MAX_CONCURRENCY) } else { most };
+            let count = if gateway.name == "litellm" { most.min(LITELLM_MAX_HELD) } else { most };
             let (url, model) = &gateway.slow;
             let per = memory_per_stream(&client_for(gateway), url, model, count, &pids).await;
+            settle(&pids).await;
             let per = per.map_or("not all opened".to_owned(), |bytes| format!("{:.1}", bytes / 1024.0));
             let _ = writeln!(memory_report, "| {} | {count} | {per} | {:.1} |", gateway.name, memory(&pids, "VmHWM:") as f64 / 1048576.0);
         }
         let mut latency = String::new();
         let _ = writeln!(latency, "| path | streams held open | pairs answered | direct TTFT p50 / p99 (ms) | TTFT p50 / p99 (ms) | added p50 / p99 (ms) |");
         let _ = writeln!(latency, "|---|---|---|---|---|---|");
-        for background in std::iter::once(0).chain(levels.iter().copied().filter(|&n| n > 1 && n <= PROBE_MAX_BACKGROUND)) {
-            for gateway in gateways.iter().filter(|g| g.process.is_some()) {
+        let backgrounds: Vec<usize> =
+            std::iter::once(0).chain(levels.iter().copied().filter(|&n| n > 1 && n <= PROBE_MAX_BACKGROUND)).collect();
+        for gateway in gateways.iter().filter(|g| g.process.is_some()) {
+            for &background in &backgrounds {
+                if gateway.name == "litellm" && background > LITELLM_MAX_HELD {
+                    continue;
+                }
                 let run = probe(&client_for(gateway), &client_for(&gateways[0]), gateway, &gateways[0], background).await;
+                settle(&gateway.pids()).await;
                 let held = if run.held == background { background.to_string() } else { format!("{} of {background}", run.held) };
                 let mut added = run.added.clone();
                 added.sort_by(f64::total_cmp);
@@ -595,6 +633,7 @@ fn main() {
                 let pids = gateway.pids();
                 let (url, model) = &gateway.fast;
                 rows.push((gateway.name, drive(&client_for(gateway), url, model, n, &pids).await));
+                settle(&pids).await;
                 if gateway.name == "baton" {
                     let pids = baton_pid.map(with_children).unwrap_or_default();
                     rows.push(("baton, primary failing 30 %", drive(&client_for(gateway), &baton_url, "flaky", n, &pids).await));
@@ -602,6 +641,7 @@ fn main() {
                 if gateway.name == "litellm" {
                     let (url, _) = &gateway.fast;
                     rows.push(("litellm, primary failing 30 %", drive(&client_for(gateway), url, "flaky", n, &pids).await));
+                    settle(&pids).await;
                 }
             }
             for (name, run) in &rows {
