@@ -60,7 +60,7 @@ const PROBE_MAX_BACKGROUND: usize = 1000;
 /// How long one latency probe may take; a gateway that queues stops early.
 const PROBE_DEADLINE: Duration = Duration::from_secs(15);
 /// How long held streams may take to open.
-const OPEN_DEADLINE: Duration = Duration::from_secs(10);
+const OPEN_DEADLINE: Duration = Duration::from_secs(20);
 /// A streamed request not finished by then counts as failed.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// LiteLLM is driven up to this many streams: at 1,000 most of its requests
