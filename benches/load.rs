@@ -222,14 +222,9 @@ async fn nginx(fast: SocketAddr, slow: SocketAddr) -> Option<(Child, SocketAddr)
         dir = dir.display()
     );
     std::fs::write(dir.join("nginx.conf"), conf).ok()?;
-    let child = Command::new(which("nginx")?)
-        .args(["-g", "daemon off;", "-c"])
-        .arg(dir.join("nginx.conf"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .ok()?;
+    let mut command = Command::new(which("nginx")?);
+    command.args(["-g", "daemon off;", "-c"]).arg(dir.join("nginx.conf"));
+    let child = spawn_quiet(&mut command)?;
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().ok()?;
     for _ in 0..100 {
         if tokio::net::TcpStream::connect(addr).await.is_ok() {
@@ -271,17 +266,14 @@ async fn litellm(fast: SocketAddr, slow: SocketAddr, flaky: SocketAddr) -> Optio
     );
     let path = scratch().join("litellm.yaml");
     std::fs::write(&path, config).ok()?;
-    let child = Command::new(bin)
+    let mut command = Command::new(bin);
+    command
         .args(["--config"])
         .arg(&path)
         .args(["--host", "127.0.0.1", "--port", &port.to_string()])
         .env("LITELLM_LOG", "ERROR")
-        .env("LITELLM_MASTER_KEY", LITELLM_KEY)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .ok()?;
+        .env("LITELLM_MASTER_KEY", LITELLM_KEY);
+    let child = spawn_quiet(&mut command)?;
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().ok()?;
     let client = reqwest::Client::new();
     for _ in 0..240 {
@@ -292,6 +284,11 @@ async fn litellm(fast: SocketAddr, slow: SocketAddr, flaky: SocketAddr) -> Optio
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     None
+}
+
+/// Starts a peer gateway with its output discarded, killed with the bench.
+fn spawn_quiet(command: &mut Command) -> Option<Child> {
+    command.stdout(Stdio::null()).stderr(Stdio::null()).kill_on_drop(true).spawn().ok()
 }
 
 fn which(program: &str) -> Option<PathBuf> {
