@@ -125,6 +125,22 @@ async fn first_chunk_carries_the_assistant_role_and_content() {
     .await;
 }
 
+/// The idle timeout bounds the silence between events, not the answer: an
+/// answer that keeps coming runs well past it.
+#[tokio::test]
+async fn a_steady_answer_outlasts_the_idle_timeout() {
+    within(HARD_LIMIT, async {
+        let provider = MockProvider::openai().tokens(12).gap(Duration::from_millis(50)).spawn().await.expect("mock");
+        let proxy = Proxy::start(&mocks_toml(&[("only", &provider)], 2000, 250)).await;
+        let started = Instant::now();
+        let got = post_chat(&proxy, &chat_body(true)).await;
+        assert!(got.saw_done(), "the whole answer arrived: {:?}", got.error_event());
+        assert_eq!(got.streamed_text(), provider.provider().expected_text());
+        assert!(started.elapsed() > Duration::from_millis(500), "longer than two idle timeouts");
+    })
+    .await;
+}
+
 /// After commit a stall ends the stream with an error event within the idle
 /// timeout, not a hang, even when the provider never closes.
 #[tokio::test]

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::{FutureExt, Stream, StreamExt, stream};
+use tokio::time::{Instant, Sleep};
 
 use super::Failure;
 use crate::event::Event;
@@ -51,27 +52,44 @@ impl StreamOutcome {
 
 /// Replays `held` (the events up to the commit point), then relays `rest`,
 /// failing with [`Failure::IdleTimeout`] when it goes silent for `idle`.
+/// One idle timer serves the whole stream: moving its deadline later touches
+/// no timer wheel, where a fresh timeout per event would register and cancel
+/// one each time.
 pub(super) fn committed(
     held: Vec<Event>,
     rest: EventStream,
     idle: Duration,
     outcome: StreamOutcome,
 ) -> CommittedStream {
-    let relay = stream::unfold(Some((rest, outcome)), move |state| async move {
-        let (mut rest, outcome) = state?;
+    let relay = stream::unfold(Some((rest, outcome, None::<Pin<Box<Sleep>>>)), move |state| async move {
+        let (mut rest, outcome, mut timer) = state?;
         // An event that is already there needs no idle timer.
         let next = match rest.next().now_or_never() {
             Some(ready) => Ok(ready),
-            None => tokio::time::timeout(idle, rest.next()).await,
+            None => {
+                let deadline = Instant::now() + idle;
+                let timer: &mut Pin<Box<Sleep>> = match &mut timer {
+                    Some(timer) => {
+                        timer.as_mut().reset(deadline);
+                        timer
+                    }
+                    None => timer.insert(Box::pin(tokio::time::sleep_until(deadline))),
+                };
+                tokio::select! {
+                    biased;
+                    next = rest.next() => Ok(next),
+                    () = timer => Err(()),
+                }
+            }
         };
         let failure = match next {
-            Ok(Some(Ok(event))) => return Some((Ok(event), Some((rest, outcome)))),
+            Ok(Some(Ok(event))) => return Some((Ok(event), Some((rest, outcome, timer)))),
             Ok(None) => {
                 outcome.complete();
                 return None;
             }
             Ok(Some(Err(err))) => Failure::Provider(err),
-            Err(_) => Failure::IdleTimeout(idle.as_millis()),
+            Err(()) => Failure::IdleTimeout(idle.as_millis()),
         };
         outcome.failed();
         Some((Err(failure), None))

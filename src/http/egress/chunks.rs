@@ -1,6 +1,7 @@
 //! The streamed answer as OpenAI `chat.completion.chunk` events. Chunks are
-//! serialised from borrowed, typed structs straight into the output buffer:
-//! one allocation per chunk on the relay's hot path.
+//! serialised from borrowed, typed structs straight into the output buffer;
+//! a text chunk, nearly every event of an answer, is its answer's fixed
+//! prefix (rendered once) and the escaped text.
 
 use bytes::{BufMut, Bytes, BytesMut};
 use serde::Serialize;
@@ -59,18 +60,27 @@ struct Function<'a> {
     arguments: &'a str,
 }
 
+/// What follows a text chunk's content: the same for every text chunk.
+const TEXT_TAIL: &[u8] = br#"},"logprobs":null,"finish_reason":null}]}
+
+"#;
+
 /// Encodes a committed stream as OpenAI chunks, one SSE event per event.
 pub struct ChunkEncoder {
     answer: Answer,
     include_usage: bool,
     usage: Usage,
     role_sent: bool,
+    /// `data: ` and a text chunk up to its delta's first field: the part that
+    /// only changes between answers.
+    text_head: Vec<u8>,
 }
 
 impl ChunkEncoder {
     /// An encoder for one answer; `include_usage` adds the final usage chunk.
     pub fn new(answer: Answer, include_usage: bool) -> Self {
-        ChunkEncoder { answer, include_usage, usage: Usage::default(), role_sent: false }
+        let text_head = text_head(&answer);
+        ChunkEncoder { answer, include_usage, usage: Usage::default(), role_sent: false, text_head }
     }
 
     /// The SSE bytes for one event; usage is held for the end.
@@ -89,7 +99,10 @@ impl ChunkEncoder {
                 self.usage.merge(*usage);
                 return;
             }
-            Event::Text(text) => (Delta { role, content: Some(text), ..Delta::default() }, None, text.len()),
+            Event::Text(text) => {
+                self.write_text(text, out);
+                return;
+            }
             Event::ToolCall(call) => {
                 let size = call.arguments.len() + call.name.as_ref().map_or(0, String::len);
                 (Delta { role, tool_calls: Some([tool_call(call)]), ..Delta::default() }, None, size)
@@ -99,6 +112,19 @@ impl ChunkEncoder {
         self.role_sent = true;
         let choices = [Choice { index: 0, delta, logprobs: None, finish_reason: finish }];
         self.write_chunk(&choices, None, size, out);
+    }
+
+    /// A text chunk: the same bytes the typed structs give, without walking them.
+    fn write_text(&mut self, text: &str, out: &mut BytesMut) {
+        out.reserve(self.text_head.len() + 32 + text.len() + TEXT_TAIL.len());
+        out.put_slice(&self.text_head);
+        if !self.role_sent {
+            out.put_slice(br#""role":"assistant","#);
+            self.role_sent = true;
+        }
+        out.put_slice(br#""content":"#);
+        put_json_str(text, out);
+        out.put_slice(TEXT_TAIL);
     }
 
     /// The end of a complete answer: the usage chunk if asked for, then `[DONE]`.
@@ -159,6 +185,25 @@ fn write_sse(value: &impl Serialize, size: usize, out: &mut BytesMut) {
     out.put_slice(b"\n\n");
 }
 
+/// The start of every text chunk of `answer`, as [`Chunk`] serialises it.
+fn text_head(answer: &Answer) -> Vec<u8> {
+    let mut head = BytesMut::with_capacity(CHUNK_OVERHEAD + answer.id.len() + answer.model.len());
+    head.put_slice(br#"data: {"id":"#);
+    put_json_str(&answer.id, &mut head);
+    head.put_slice(br#","object":"chat.completion.chunk","created":"#);
+    head.put_slice(answer.created.to_string().as_bytes());
+    head.put_slice(br#","model":"#);
+    put_json_str(&answer.model, &mut head);
+    head.put_slice(br#","choices":[{"index":0,"delta":{"#);
+    head.to_vec()
+}
+
+/// Appends `text` as a JSON string.
+fn put_json_str(text: &str, out: &mut BytesMut) {
+    // Writing into a `BytesMut` cannot fail, and a `str` always serialises.
+    let _ = serde_json::to_writer(out.writer(), text);
+}
+
 fn tool_call(call: &ToolCallDelta) -> ToolCall<'_> {
     ToolCall {
         index: call.index,
@@ -199,6 +244,25 @@ mod tests {
         assert_eq!(finish["choices"][0]["delta"], json!({}));
         assert_eq!(finish["choices"][0]["finish_reason"], "length");
         assert_eq!(&encoder.done()[..], b"data: [DONE]\n\n", "no usage chunk unless asked for");
+    }
+
+    #[test]
+    fn text_chunks_are_the_bytes_the_typed_chunk_gives() {
+        let answer = Answer { id: "chatcmpl-\"x\"".into(), created: 1_700_000_000, model: "m/é\\1".into() };
+        let mut encoder = ChunkEncoder::new(answer, false);
+        for (i, text) in ["Hel\"lo", " wörld\n", "\u{1}\t</script>", "😀 \\ done"].into_iter().enumerate() {
+            let role = (i == 0).then_some("assistant");
+            let choices = [Choice {
+                index: 0,
+                delta: Delta { role, content: Some(text), ..Delta::default() },
+                logprobs: None,
+                finish_reason: None,
+            }];
+            let mut typed = BytesMut::new();
+            encoder.write_chunk(&choices, None, text.len(), &mut typed);
+            let fast = encoder.event(Event::Text(text.into())).unwrap_or_default();
+            assert_eq!(fast, typed.freeze(), "text {text:?}");
+        }
     }
 
     #[test]
