@@ -184,11 +184,18 @@ struct Gateway {
 }
 
 impl Drop for Gateway {
-    /// A polite stop: nginx's master takes its workers down on SIGTERM,
-    /// where the SIGKILL of `kill_on_drop` would orphan them.
+    /// A polite stop: nginx's master takes its workers down on SIGTERM, and
+    /// is given a moment to, where the SIGKILL of `kill_on_drop` right away
+    /// would orphan them.
     fn drop(&mut self) {
-        if let Some(pid) = self.process.as_ref().and_then(Child::id) {
-            let _ = std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status();
+        let Some(process) = self.process.as_mut() else { return };
+        let Some(pid) = process.id() else { return };
+        let _ = std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status();
+        for _ in 0..50 {
+            if !matches!(process.try_wait(), Ok(None)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 }
@@ -215,7 +222,7 @@ async fn nginx(fast: SocketAddr, slow: SocketAddr) -> Option<(Child, SocketAddr)
          events {{ worker_connections 20000; }}\n\
          http {{\n  access_log off;\n  client_body_temp_path {dir}/body;\n  proxy_temp_path {dir}/proxy;\n\
          upstream fast {{ server {fast}; keepalive 1024; }}\n  upstream slow {{ server {slow}; keepalive 1024; }}\n\
-         server {{\n    listen 127.0.0.1:{port};\n\
+         server {{\n    listen 127.0.0.1:{port} backlog=4096;\n\
          location /fast/ {{ proxy_pass http://fast/; proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_buffering off; proxy_cache off; }}\n\
          location /slow/ {{ proxy_pass http://slow/; proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_buffering off; proxy_cache off; }}\n\
          }}\n}}\n",
@@ -507,7 +514,13 @@ fn quantile_ms(samples: &[Duration], q: f64) -> f64 {
     support::quantile(samples, q).as_secs_f64() * 1000.0
 }
 
+/// Says on stderr what starts now, and when since the bench started.
+fn progress(started: Instant, what: std::fmt::Arguments<'_>) {
+    eprintln!("[{:>5.0} s] {what}", started.elapsed().as_secs_f64());
+}
+
 fn main() {
+    let started = Instant::now();
     let levels: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
     let levels = if levels.is_empty() { vec![1, 100, 1000, 9000] } else { levels };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
@@ -584,6 +597,7 @@ fn main() {
             let most = *levels.iter().max().unwrap_or(&1000);
             let count = if gateway.name == "litellm" { most.min(LITELLM_MAX_HELD) } else { most };
             let (url, model) = &gateway.slow;
+            progress(started, format_args!("memory: {} with {count} streams held", gateway.name));
             let per = memory_per_stream(&client_for(gateway), url, model, count, &pids).await;
             settle(&pids).await;
             let per = per.map_or("not all opened".to_owned(), |bytes| format!("{:.1}", bytes / 1024.0));
@@ -599,6 +613,7 @@ fn main() {
                 if gateway.name == "litellm" && background > LITELLM_MAX_HELD {
                     continue;
                 }
+                progress(started, format_args!("latency probes: {} with {background} streams held", gateway.name));
                 let run = probe(&client_for(gateway), &client_for(&gateways[0]), gateway, &gateways[0], background).await;
                 settle(&gateway.pids()).await;
                 let held = if run.held == background { background.to_string() } else { format!("{} of {background}", run.held) };
@@ -630,6 +645,7 @@ fn main() {
                 }
                 let pids = gateway.pids();
                 let (url, model) = &gateway.fast;
+                progress(started, format_args!("throughput: {} at {n} streams", gateway.name));
                 rows.push((gateway.name, drive(&client_for(gateway), url, model, n, &pids).await));
                 settle(&pids).await;
                 if gateway.name == "baton" {
@@ -654,6 +670,7 @@ fn main() {
                 );
             }
         }
+        progress(started, format_args!("done"));
         println!("{latency}\n{report}\n{memory_report}");
     });
 }

@@ -146,7 +146,7 @@ async fn serve(path: &std::path::Path, listen: Option<SocketAddr>) -> Result<(),
 
 /// Binds `addr`, saying which address failed.
 pub(crate) async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, AnyError> {
-    Ok(tokio::net::TcpListener::bind(addr).await.map_err(|err| format!("cannot listen on {addr}: {err}"))?)
+    Ok(baton::http::server::bind(addr).map_err(|err| format!("cannot listen on {addr}: {err}"))?)
 }
 
 /// Serves the proxy on a bound listener until SIGTERM or SIGINT, reloading

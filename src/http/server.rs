@@ -5,6 +5,7 @@
 
 use std::future::Future;
 use std::io;
+use std::net::SocketAddr;
 use std::pin::pin;
 use std::time::Duration;
 
@@ -13,7 +14,7 @@ use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 
 /// The most a connection buffers of what the client sends: request heads
 /// must fit, bodies stream through it. hyper's floor, and its first read size.
@@ -22,9 +23,23 @@ const MAX_READ_BUFFER: usize = 8192;
 /// How long a client may take to send a request head before it is dropped.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Connections the kernel may queue before they are accepted (it caps this
+/// at `net.core.somaxconn`). The usual 128 overflows when a few thousand
+/// clients connect at once, and each connection that overflows waits a
+/// second or more for its SYN to be retried.
+const LISTEN_BACKLOG: u32 = 4096;
+
 /// After an accept error that is about the process (out of file
 /// descriptors), how long to wait before accepting again.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// A listener on `addr` with room for bursts of connections.
+pub fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() { TcpSocket::new_v4() } else { TcpSocket::new_v6() }?;
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
+}
 
 /// Serves `router` on `listener` until `shutdown` resolves, then stops
 /// accepting, lets idle connections go, and waits for the responses in flight.
@@ -94,5 +109,18 @@ mod tests {
         let (accepted, _) = listener.accept().await.expect("accept");
         tune(&accepted);
         assert!(accepted.nodelay().expect("readable option"), "the accepted connection has TCP_NODELAY");
+    }
+
+    /// A burst of connections far past the usual backlog of 128 all connect
+    /// at once, before any is accepted, instead of waiting for SYN retries.
+    #[tokio::test]
+    async fn a_burst_of_connections_queues_without_waiting() {
+        let listener = bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let connects = (0..400).map(|_| tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(addr)));
+        let connected = futures_util::future::join_all(connects).await;
+        let waited = connected.iter().filter(|c| !matches!(c, Ok(Ok(_)))).count();
+        assert_eq!(waited, 0, "connections that did not connect at once, with none accepted yet");
+        drop(listener);
     }
 }

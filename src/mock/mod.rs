@@ -298,7 +298,7 @@ impl MockProvider {
 
     /// Starts serving on `addr`.
     pub async fn bind(self, addr: SocketAddr) -> std::io::Result<MockHandle> {
-        let listener = TcpListener::bind(addr).await?;
+        let listener = crate::http::server::bind(addr)?;
         let addr = listener.local_addr()?;
         let (closed_tx, closed) = watch::channel(0);
         let shared = Arc::new(server::Shared {
