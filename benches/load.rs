@@ -69,6 +69,8 @@ const LITELLM_MAX_CONCURRENCY: usize = 100;
 /// The most streams held open through LiteLLM: it queues them for seconds,
 /// and a probe behind that queue measures the queue.
 const LITELLM_MAX_HELD: usize = 100;
+/// Descriptors a run may leave open (a pool's few idle connections).
+const SETTLED_FDS: usize = 64;
 /// How long a gateway may take to go idle after a run before the next starts.
 const SETTLE_LIMIT: Duration = Duration::from_secs(60);
 /// The master key LiteLLM's proxy requires; it only ever listens on loopback here.
@@ -329,6 +331,8 @@ struct Drive {
     ttft: Vec<Duration>,
     ok: usize,
     failed: usize,
+    /// Why requests failed, and how many for each reason.
+    failures: std::collections::BTreeMap<String, usize>,
     cpu: f64,
     client_cpu: f64,
     elapsed: Duration,
@@ -352,16 +356,24 @@ async fn drive(client: &reqwest::Client, url: &str, model: &str, concurrency: us
                 while started.elapsed() < DRIVE {
                     let outcome =
                         tokio::time::timeout(REQUEST_TIMEOUT, support::request(&client, &url, &body, MARKER)).await;
-                    match outcome.ok().and_then(|outcome| {
-                        outcome
-                            .first_token
-                            .filter(|_| outcome.status == 200 && outcome.body.trim_end().ends_with("data: [DONE]"))
-                    }) {
-                        Some(ttft) => {
-                            mine.ttft.push(ttft);
-                            mine.ok += 1;
+                    let failure = match outcome {
+                        Err(_) => Some("timed out".to_owned()),
+                        Ok(outcome) if outcome.status == 0 => Some(outcome.body),
+                        Ok(outcome) if outcome.status != 200 => Some(format!("status {}", outcome.status)),
+                        Ok(outcome) => match outcome.first_token {
+                            Some(ttft) if outcome.body.trim_end().ends_with("data: [DONE]") => {
+                                mine.ttft.push(ttft);
+                                None
+                            }
+                            _ => Some("incomplete stream".to_owned()),
+                        },
+                    };
+                    match failure {
+                        None => mine.ok += 1,
+                        Some(why) => {
+                            mine.failed += 1;
+                            *mine.failures.entry(why).or_default() += 1;
                         }
-                        _ => mine.failed += 1,
                     }
                 }
                 mine
@@ -374,6 +386,9 @@ async fn drive(client: &reqwest::Client, url: &str, model: &str, concurrency: us
         total.ttft.extend(mine.ttft);
         total.ok += mine.ok;
         total.failed += mine.failed;
+        for (why, count) in mine.failures {
+            *total.failures.entry(why).or_default() += count;
+        }
     }
     total.elapsed = started.elapsed();
     total.cpu = cpu_seconds(pids) - cpu_before;
@@ -498,25 +513,33 @@ async fn probe(
 }
 
 /// Waits until `pids` use (almost) no CPU, so work a gateway still does for
-/// the last run (streams to clients that left) does not weigh on the next.
-async fn settle(pids: &[u32]) {
+/// the last run (streams to clients that left) does not weigh on the next,
+/// and until this process is back to `fds` open descriptors: the last run's
+/// connections, closing, must not use up the next run's file limit.
+async fn settle(pids: &[u32], fds: usize) {
     let started = Instant::now();
     while started.elapsed() < SETTLE_LIMIT {
         let before = cpu_seconds(pids);
         tokio::time::sleep(Duration::from_millis(500)).await;
-        if cpu_seconds(pids) - before < 0.05 {
+        if cpu_seconds(pids) - before < 0.05 && open_fds() <= fds + SETTLED_FDS {
             return;
         }
     }
+}
+
+/// Descriptors this process has open.
+fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").map_or(0, Iterator::count)
 }
 
 fn quantile_ms(samples: &[Duration], q: f64) -> f64 {
     support::quantile(samples, q).as_secs_f64() * 1000.0
 }
 
-/// Says on stderr what starts now, and when since the bench started.
+/// Says on stderr what starts now, when since the bench started, and how
+/// many descriptors the bench has open then.
 fn progress(started: Instant, what: std::fmt::Arguments<'_>) {
-    eprintln!("[{:>5.0} s] {what}", started.elapsed().as_secs_f64());
+    eprintln!("[{:>5.0} s, {:>5} fds] {what}", started.elapsed().as_secs_f64(), open_fds());
 }
 
 fn main() {
@@ -598,8 +621,9 @@ fn main() {
             let count = if gateway.name == "litellm" { most.min(LITELLM_MAX_HELD) } else { most };
             let (url, model) = &gateway.slow;
             progress(started, format_args!("memory: {} with {count} streams held", gateway.name));
+            let fds = open_fds();
             let per = memory_per_stream(&client_for(gateway), url, model, count, &pids).await;
-            settle(&pids).await;
+            settle(&pids, fds).await;
             let per = per.map_or("not all opened".to_owned(), |bytes| format!("{:.1}", bytes / 1024.0));
             let _ = writeln!(memory_report, "| {} | {count} | {per} | {:.1} |", gateway.name, memory(&pids, "VmHWM:") as f64 / 1048576.0);
         }
@@ -614,8 +638,9 @@ fn main() {
                     continue;
                 }
                 progress(started, format_args!("latency probes: {} with {background} streams held", gateway.name));
+                let fds = open_fds();
                 let run = probe(&client_for(gateway), &client_for(&gateways[0]), gateway, &gateways[0], background).await;
-                settle(&gateway.pids()).await;
+                settle(&gateway.pids(), fds).await;
                 let held = if run.held == background { background.to_string() } else { format!("{} of {background}", run.held) };
                 let mut added = run.added.clone();
                 added.sort_by(f64::total_cmp);
@@ -646,19 +671,24 @@ fn main() {
                 let pids = gateway.pids();
                 let (url, model) = &gateway.fast;
                 progress(started, format_args!("throughput: {} at {n} streams", gateway.name));
+                let fds = open_fds();
                 rows.push((gateway.name, drive(&client_for(gateway), url, model, n, &pids).await));
-                settle(&pids).await;
+                settle(&pids, fds).await;
                 if gateway.name == "baton" {
                     let pids = baton_pid.map(with_children).unwrap_or_default();
                     rows.push(("baton, primary failing 30 %", drive(&client_for(gateway), &baton_url, "flaky", n, &pids).await));
+                    settle(&pids, fds).await;
                 }
                 if gateway.name == "litellm" {
                     let (url, _) = &gateway.fast;
                     rows.push(("litellm, primary failing 30 %", drive(&client_for(gateway), url, "flaky", n, &pids).await));
-                    settle(&pids).await;
+                    settle(&pids, fds).await;
                 }
             }
             for (name, run) in &rows {
+                for (why, count) in &run.failures {
+                    progress(started, format_args!("{name} at {n}: {count} failed: {why}"));
+                }
                 let (p50, p99) = (quantile_ms(&run.ttft, 0.5), quantile_ms(&run.ttft, 0.99));
                 let cpu = if *name == "direct" { "—".to_owned() } else { format!("{:.2}", run.cpu / run.ok.max(1) as f64 * 1000.0) };
                 let _ = writeln!(

@@ -20,7 +20,8 @@ pub async fn start_proxy(config_text: &str) -> String {
 }
 
 /// One streamed request: its status, the time until `marker` first showed in
-/// the body, the whole body, and the `x-baton-provider` header.
+/// the body, the whole body (or, with status 0, why there is none), and the
+/// `x-baton-provider` header.
 pub struct Outcome {
     pub status: u16,
     pub first_token: Option<Duration>,
@@ -30,8 +31,17 @@ pub struct Outcome {
 
 pub async fn request(client: &reqwest::Client, url: &str, body: &serde_json::Value, marker: &str) -> Outcome {
     let started = Instant::now();
-    let Ok(response) = client.post(url).json(body).send().await else {
-        return Outcome { status: 0, first_token: None, body: String::new(), provider: String::new() };
+    let response = match client.post(url).json(body).send().await {
+        Ok(response) => response,
+        Err(err) => {
+            let mut why = err.to_string();
+            let mut source = std::error::Error::source(&err);
+            while let Some(cause) = source {
+                why = format!("{why}: {cause}");
+                source = cause.source();
+            }
+            return Outcome { status: 0, first_token: None, body: why, provider: String::new() };
+        }
     };
     let status = response.status().as_u16();
     let provider = response.headers().get("x-baton-provider").and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
