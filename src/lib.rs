@@ -26,3 +26,16 @@ pub async fn serve_until(
 ) -> std::io::Result<()> {
     http::server::serve(listener, app(state), shutdown).await
 }
+
+/// Serves from `workers` threads, a single-threaded runtime and a listener
+/// on `listener`'s address each, until `stop` turns true; then each stops
+/// accepting and waits for its requests in flight. `listener` must come from
+/// [`http::server::bind`], so the other threads can listen beside it.
+pub fn serve_threads(
+    listener: std::net::TcpListener,
+    state: AppState,
+    workers: usize,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    http::server::serve_threads(listener, app(state), workers, stop)
+}

@@ -149,14 +149,15 @@ pub(crate) async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, An
     Ok(baton::http::server::bind(addr).map_err(|err| format!("cannot listen on {addr}: {err}"))?)
 }
 
-/// Serves the proxy on a bound listener until SIGTERM or SIGINT, reloading
-/// the config file (if there is one) on SIGHUP.
+/// Serves the proxy on a bound listener, from a thread per core, until
+/// SIGTERM or SIGINT, reloading the config file (if there is one) on SIGHUP.
 pub(crate) async fn serve_on(
     listener: tokio::net::TcpListener,
     config: Config,
     path: Option<PathBuf>,
 ) -> Result<(), AnyError> {
-    tracing::info!(listen = %listener.local_addr()?, routes = config.routes.len(), "baton is serving");
+    let workers = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    tracing::info!(listen = %listener.local_addr()?, routes = config.routes.len(), workers, "baton is serving");
     let grace = config.shutdown_grace;
     let mut state = AppState::new(config)?;
     if let Some(path) = path {
@@ -164,15 +165,20 @@ pub(crate) async fn serve_on(
         tokio::spawn(reload_on_hangup(state.clone()));
     }
     let draining = state.clone();
-    let shutdown = async move {
-        stop_requested().await;
-        tracing::info!(
-            grace_ms = u64::try_from(grace.as_millis()).unwrap_or(u64::MAX),
-            "shutting down: no new connections; streams in flight may finish"
-        );
-        draining.drain(grace);
-    };
-    baton::serve_until(listener, state, shutdown).await?;
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let listener = listener.into_std()?;
+    let mut serving = tokio::task::spawn_blocking(move || baton::serve_threads(listener, state, workers, stopped));
+    tokio::select! {
+        served = &mut serving => return Ok(served??),
+        () = stop_requested() => {}
+    }
+    tracing::info!(
+        grace_ms = u64::try_from(grace.as_millis()).unwrap_or(u64::MAX),
+        "shutting down: no new connections; streams in flight may finish"
+    );
+    draining.drain(grace);
+    let _ = stop.send(true);
+    serving.await??;
     tracing::info!("baton stopped");
     Ok(())
 }

@@ -277,3 +277,44 @@ async fn sighup_reloads_a_good_config_and_keeps_the_old_one_over_a_bad_one() {
     })
     .await;
 }
+
+/// A thread per core, each with its own runtime and listener on the one
+/// address: streams over many connections are all answered whole, the
+/// threads share the providers' config, and a stop ends every thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_threads_share_one_address_and_stop_together() {
+    within(HARD_LIMIT, async {
+        let mock = MockProvider::openai().marker("tok").tokens(20).spawn().await.expect("mock");
+        let config =
+            baton::config::parse(&single_route(&mock, ""), "test.toml", &|_| Some("key".to_owned())).expect("config");
+        let state = baton::AppState::new(config).expect("state");
+        let listener = baton::http::server::bind("127.0.0.1:0".parse().unwrap()).expect("bind");
+        let addr = listener.local_addr().unwrap();
+        let listener = listener.into_std().unwrap();
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let serving = tokio::task::spawn_blocking(move || baton::serve_threads(listener, state, 3, stopped));
+
+        let streams = (0..12).map(|_| async move {
+            // A client per stream: a connection per stream, spread over the threads.
+            let response = reqwest::Client::new()
+                .post(format!("http://{addr}/v1/chat/completions"))
+                .json(&chat_body(true))
+                .send()
+                .await
+                .expect("answer");
+            assert_eq!(response.status(), 200);
+            response.text().await.expect("body")
+        });
+        for body in futures_util::future::join_all(streams).await {
+            assert!(body.trim_end().ends_with("data: [DONE]"), "a whole answer: {body}");
+            assert_eq!(body.matches("tok").count(), 20, "every token once: {body}");
+        }
+        assert_eq!(mock.requests().len(), 12);
+
+        stop.send(true).unwrap();
+        serving.await.expect("the threads ended").expect("served without error");
+        let refused = tokio::net::TcpStream::connect(addr).await;
+        assert!(refused.is_err(), "no thread listens after the stop");
+    })
+    .await;
+}
