@@ -27,10 +27,9 @@ pub async fn serve_until(
     http::server::serve(listener, app(state), shutdown).await
 }
 
-/// Serves from `workers` threads, a single-threaded runtime and a listener
-/// on `listener`'s address each, until `stop` turns true; then each stops
-/// accepting and waits for its requests in flight. `listener` must come from
-/// [`http::server::bind`], so the other threads can listen beside it.
+/// Serves from `workers` threads, each a single-threaded runtime accepting
+/// from `listener`, until `stop` turns true; then each stops accepting and
+/// waits for its requests in flight.
 pub fn serve_threads(
     listener: std::net::TcpListener,
     state: AppState,

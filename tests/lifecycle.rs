@@ -278,11 +278,11 @@ async fn sighup_reloads_a_good_config_and_keeps_the_old_one_over_a_bad_one() {
     .await;
 }
 
-/// A thread per core, each with its own runtime and listener on the one
-/// address: streams over many connections are all answered whole, the
-/// threads share the providers' config, and a stop ends every thread.
+/// A thread per core, each with its own runtime accepting from the one
+/// listener: streams over many connections are all answered whole, and a
+/// stop ends every thread and closes the listener.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn worker_threads_share_one_address_and_stop_together() {
+async fn worker_threads_share_one_listener_and_stop_together() {
     within(HARD_LIMIT, async {
         let mock = MockProvider::openai().marker("tok").tokens(20).spawn().await.expect("mock");
         let config =
