@@ -330,7 +330,6 @@ fn baton_config(fast: SocketAddr, slow: SocketAddr, flaky: SocketAddr) -> PathBu
 struct Drive {
     ttft: Vec<Duration>,
     ok: usize,
-    failed: usize,
     /// Why requests failed, and how many for each reason.
     failures: std::collections::BTreeMap<String, usize>,
     cpu: f64,
@@ -371,7 +370,6 @@ async fn drive(client: &reqwest::Client, url: &str, model: &str, concurrency: us
                     match failure {
                         None => mine.ok += 1,
                         Some(why) => {
-                            mine.failed += 1;
                             *mine.failures.entry(why).or_default() += 1;
                         }
                     }
@@ -385,7 +383,6 @@ async fn drive(client: &reqwest::Client, url: &str, model: &str, concurrency: us
         let mine = worker.await.expect("worker");
         total.ttft.extend(mine.ttft);
         total.ok += mine.ok;
-        total.failed += mine.failed;
         for (why, count) in mine.failures {
             *total.failures.entry(why).or_default() += count;
         }
@@ -695,7 +692,7 @@ fn main() {
                     report,
                     "| {name} | {n} | {p50:.2} | {p99:.2} | {:.0} | {:.1} % | {cpu} | {:.1} |",
                     run.ok as f64 / run.elapsed.as_secs_f64(),
-                    100.0 * run.ok as f64 / (run.ok + run.failed).max(1) as f64,
+                    100.0 * run.ok as f64 / (run.ok + run.failures.values().sum::<usize>()).max(1) as f64,
                     run.client_cpu
                 );
             }

@@ -38,7 +38,7 @@ pub(crate) async fn run(listen: SocketAddr) -> Result<(), AnyError> {
         .gap(Duration::from_millis(40))
         .spawn()
         .await?;
-    let listener = crate::bind(listen).await?;
+    let listener = crate::bind(listen)?;
     let listen = listener.local_addr()?;
     let text = format!(
         r#"listen = "{listen}"

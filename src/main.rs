@@ -140,12 +140,12 @@ async fn serve(path: &std::path::Path, listen: Option<SocketAddr>) -> Result<(),
     if let Some(listen) = listen {
         config.listen = listen;
     }
-    let listener = bind(config.listen).await?;
+    let listener = bind(config.listen)?;
     serve_on(listener, config, Some(path.to_owned())).await
 }
 
 /// Binds `addr`, saying which address failed.
-pub(crate) async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, AnyError> {
+pub(crate) fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, AnyError> {
     Ok(baton::http::server::bind(addr).map_err(|err| format!("cannot listen on {addr}: {err}"))?)
 }
 
