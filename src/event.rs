@@ -28,6 +28,20 @@ impl Event {
             Event::Usage(_) => false,
         }
     }
+
+    /// How many bytes of answer this event carries (text, or a tool call's
+    /// id, name and arguments), for the caps on what baton holds.
+    pub fn answer_bytes(&self) -> usize {
+        match self {
+            Event::Text(text) => text.len(),
+            Event::ToolCall(call) => {
+                call.arguments.len()
+                    + call.id.as_ref().map_or(0, String::len)
+                    + call.name.as_ref().map_or(0, String::len)
+            }
+            Event::Usage(_) | Event::Finish(_) => 0,
+        }
+    }
 }
 
 /// A streamed piece of a tool call: the first piece for an `index` carries the
@@ -59,6 +73,19 @@ impl Usage {
     pub fn merge(&mut self, later: Usage) {
         self.input_tokens = later.input_tokens.or(self.input_tokens);
         self.output_tokens = later.output_tokens.or(self.output_tokens);
+    }
+
+    /// The counts of two attempts together (a resumed answer's), saturating
+    /// rather than wrapping on a provider's absurd numbers.
+    pub fn plus(self, other: Usage) -> Usage {
+        let add = |x: Option<u64>, y: Option<u64>| match (x, y) {
+            (None, None) => None,
+            (x, y) => Some(x.unwrap_or(0).saturating_add(y.unwrap_or(0))),
+        };
+        Usage {
+            input_tokens: add(self.input_tokens, other.input_tokens),
+            output_tokens: add(self.output_tokens, other.output_tokens),
+        }
     }
 }
 

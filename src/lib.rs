@@ -14,7 +14,8 @@ pub use http::{AppState, app};
 
 /// Serves the proxy on `listener` until the process ends.
 pub async fn serve(listener: tokio::net::TcpListener, state: AppState) -> std::io::Result<()> {
-    http::server::serve(listener, app(state), std::future::pending()).await
+    let limits = state.connection_limits();
+    http::server::serve(listener, app(state), limits, std::future::pending()).await
 }
 
 /// Serves until `shutdown` resolves, then stops accepting and waits for the
@@ -24,7 +25,8 @@ pub async fn serve_until(
     state: AppState,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    http::server::serve(listener, app(state), shutdown).await
+    let limits = state.connection_limits();
+    http::server::serve(listener, app(state), limits, shutdown).await
 }
 
 /// Serves from `workers` threads, each a single-threaded runtime accepting
@@ -36,5 +38,6 @@ pub fn serve_threads(
     workers: usize,
     stop: tokio::sync::watch::Receiver<bool>,
 ) -> std::io::Result<()> {
-    http::server::serve_threads(listener, app(state), workers, stop)
+    let limits = state.connection_limits();
+    http::server::serve_threads(listener, app(state), limits, workers, stop)
 }

@@ -118,6 +118,7 @@ async fn main() -> ExitCode {
         LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
         LogFormat::Json => logs.json().flatten_event(true).with_current_span(false).with_span_list(false).init(),
     }
+    baton::http::install_panic_hook();
     let result = match cli.command {
         Command::Serve { config, listen } => serve(&config, listen).await,
         Command::Demo { listen } => demo::run(listen).await,

@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use baton::providers::ProviderKind;
+use support::raw::read_request;
 use support::{Proxy, chat_body, post_chat, provider_toml, within};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -47,26 +48,6 @@ async fn raw_provider(events: usize, after: AfterAnswer) -> (String, Arc<AtomicU
         }
     });
     (format!("http://{addr}/v1"), accepted)
-}
-
-/// Reads one request (head and `content-length` body); false at EOF.
-async fn read_request(socket: &mut TcpStream) -> bool {
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        match socket.read(&mut byte).await {
-            Ok(1) => head.push(byte[0]),
-            _ => return false,
-        }
-    }
-    let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
-    let length = head
-        .lines()
-        .find_map(|line| line.strip_prefix("content-length:"))
-        .and_then(|value| value.trim().parse::<usize>().ok())
-        .unwrap_or(0);
-    let mut body = vec![0u8; length];
-    socket.read_exact(&mut body).await.is_ok()
 }
 
 /// A whole chunked SSE answer: `events` tokens, a finish and `[DONE]`.

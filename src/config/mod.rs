@@ -35,6 +35,21 @@ pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 pub const DEFAULT_RETRY_BACKOFF: Duration = Duration::from_millis(100);
 /// The longest `Retry-After` waited for when the route does not say.
 pub const DEFAULT_MAX_RETRY_WAIT: Duration = Duration::from_secs(2);
+/// Client connections served at once when the config does not say; each
+/// open stream also holds a provider connection, so twice this many
+/// descriptors must be available.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
+/// How long a client may take to send its request body when the config does not say.
+pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a client may leave the answer unread when the config does not say.
+pub const DEFAULT_CLIENT_STALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// The most text and tool-call bytes one answer may hold when the config does not say.
+pub const DEFAULT_MAX_ANSWER_BYTES: usize = 8 * 1024 * 1024;
+/// The longest a provider's `Retry-After` keeps it aside when the config does not say.
+pub const DEFAULT_MAX_COOLDOWN: Duration = Duration::from_secs(120);
+/// What bounds the part of a request before its answer commits, and the
+/// whole of a non-streamed one, when the route sets no `request_timeout_ms`.
+pub const DEFAULT_REQUEST_BOUND: Duration = Duration::from_secs(300);
 
 /// Everything `baton serve` needs.
 #[derive(Debug, Clone)]
@@ -47,6 +62,13 @@ pub struct Config {
     pub admin_token: Option<Secret>,
     /// On SIGTERM, how long streams in flight may go on before they are ended.
     pub shutdown_grace: Duration,
+    /// Client connections served at once; past it, new ones get 503 at once.
+    pub max_connections: usize,
+    /// How long a request body may take to arrive.
+    pub body_read_timeout: Duration,
+    /// How long an answer may wait for a client that stopped reading before
+    /// the client's connection, and the provider's, are dropped.
+    pub client_stall_timeout: Duration,
     /// The providers, in file order.
     pub providers: Vec<Arc<Provider>>,
     /// The routes, in file order; shared with the streams that use them.
@@ -89,8 +111,33 @@ pub struct Route {
     pub on_midstream_failure: MidstreamPolicy,
     /// How many times one answer may be resumed.
     pub max_resumes: u32,
+    /// Caps on what a provider's answer may make baton hold or wait for.
+    pub limits: UpstreamLimits,
     /// Candidates, in the order they are tried.
     pub targets: Vec<Target>,
+}
+
+/// Caps on what one provider's bytes can make baton hold or wait for: set
+/// at the top level of the config, carried by every route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UpstreamLimits {
+    /// The largest SSE event; a larger one fails the attempt (`event_too_large`).
+    pub max_event_bytes: usize,
+    /// The most text and tool-call bytes an answer that baton holds whole
+    /// (non-streamed, or kept for resume) may reach.
+    pub max_answer_bytes: usize,
+    /// The longest a `Retry-After` keeps a provider aside.
+    pub max_cooldown: Duration,
+}
+
+impl Default for UpstreamLimits {
+    fn default() -> Self {
+        UpstreamLimits {
+            max_event_bytes: crate::providers::sse::DEFAULT_MAX_EVENT_BYTES,
+            max_answer_bytes: DEFAULT_MAX_ANSWER_BYTES,
+            max_cooldown: DEFAULT_MAX_COOLDOWN,
+        }
+    }
 }
 
 /// When a hedge starts: the next candidate runs in parallel once the current

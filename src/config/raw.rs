@@ -11,6 +11,12 @@ pub(super) struct RawConfig {
     pub max_body_bytes: Option<Spanned<u64>>,
     pub admin_token: Option<Spanned<String>>,
     pub shutdown_grace_ms: Option<Spanned<u64>>,
+    pub max_connections: Option<Spanned<u64>>,
+    pub body_read_timeout_ms: Option<Spanned<u64>>,
+    pub client_stall_timeout_ms: Option<Spanned<u64>>,
+    pub max_event_bytes: Option<Spanned<u64>>,
+    pub max_answer_bytes: Option<Spanned<u64>>,
+    pub max_cooldown_ms: Option<Spanned<u64>>,
     #[serde(default)]
     pub providers: Vec<Spanned<RawProvider>>,
     #[serde(default)]

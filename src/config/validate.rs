@@ -52,7 +52,8 @@ impl Checker<'_> {
             Some(value) => {
                 let text = self.expand(value, "listen")?;
                 text.parse().map_err(|_| {
-                    self.error(value, "listen".into(), format!("{text:?} is not an address like 127.0.0.1:8080"))
+                    let written = value.get_ref();
+                    self.error(value, "listen".into(), format!("{written:?} is not an address like 127.0.0.1:8080"))
                 })?
             }
             None => DEFAULT_LISTEN,
@@ -76,6 +77,21 @@ impl Checker<'_> {
         };
         let shutdown_grace =
             raw.shutdown_grace_ms.as_ref().map_or(DEFAULT_SHUTDOWN_GRACE, |ms| Duration::from_millis(*ms.get_ref()));
+        let max_connections = self.size(raw.max_connections.as_ref(), "max_connections", DEFAULT_MAX_CONNECTIONS)?;
+        let body_read_timeout =
+            self.millis(raw.body_read_timeout_ms.as_ref(), "body_read_timeout_ms", DEFAULT_BODY_READ_TIMEOUT)?;
+        let client_stall_timeout =
+            self.millis(raw.client_stall_timeout_ms.as_ref(), "client_stall_timeout_ms", DEFAULT_CLIENT_STALL_TIMEOUT)?;
+        let defaults = UpstreamLimits::default();
+        let limits = UpstreamLimits {
+            max_event_bytes: self.size(raw.max_event_bytes.as_ref(), "max_event_bytes", defaults.max_event_bytes)?,
+            max_answer_bytes: self.size(
+                raw.max_answer_bytes.as_ref(),
+                "max_answer_bytes",
+                defaults.max_answer_bytes,
+            )?,
+            max_cooldown: self.millis(raw.max_cooldown_ms.as_ref(), "max_cooldown_ms", defaults.max_cooldown)?,
+        };
         let mut providers: Vec<Arc<Provider>> = Vec::new();
         for (i, raw_provider) in raw.providers.iter().enumerate() {
             let provider = self.provider(raw_provider.get_ref(), i)?;
@@ -92,7 +108,7 @@ impl Checker<'_> {
         let by_name: HashMap<&str, &Arc<Provider>> = providers.iter().map(|p| (p.name.as_str(), p)).collect();
         let mut routes: Vec<Arc<Route>> = Vec::new();
         for (i, raw_route) in raw.routes.iter().enumerate() {
-            let route = self.route(raw_route.get_ref(), i, &by_name)?;
+            let route = self.route(raw_route.get_ref(), i, &by_name, limits)?;
             if routes.iter().any(|r| r.model == route.model) {
                 let model = &raw_route.get_ref().model;
                 return Err(self.error(
@@ -103,7 +119,17 @@ impl Checker<'_> {
             }
             routes.push(Arc::new(route));
         }
-        Ok(Config { listen, max_body_bytes, admin_token, shutdown_grace, providers, routes })
+        Ok(Config {
+            listen,
+            max_body_bytes,
+            admin_token,
+            shutdown_grace,
+            max_connections,
+            body_read_timeout,
+            client_stall_timeout,
+            providers,
+            routes,
+        })
     }
 
     fn provider(&self, raw: &RawProvider, i: usize) -> Result<Provider, ConfigError> {
@@ -122,7 +148,11 @@ impl Checker<'_> {
         let base_url = self.expand(&raw.base_url, &key("base_url"))?;
         match base_url.parse::<http::Uri>() {
             Ok(url) if matches!(url.scheme_str(), Some("http" | "https")) && url.host().is_some() => {}
-            _ => return Err(self.error(&raw.base_url, key("base_url"), format!("{base_url:?} is not an http(s) URL"))),
+            _ => {
+                // The value as written: an expanded ${VAR} may hold a secret.
+                let written = raw.base_url.get_ref();
+                return Err(self.error(&raw.base_url, key("base_url"), format!("{written:?} is not an http(s) URL")));
+            }
         }
         let api_key = match &raw.api_key {
             Some(value) => {
@@ -166,7 +196,13 @@ impl Checker<'_> {
         Ok(BreakerSettings { failure_threshold, failure_rate, window, cooldown })
     }
 
-    fn route(&self, raw: &RawRoute, i: usize, providers: &HashMap<&str, &Arc<Provider>>) -> Result<Route, ConfigError> {
+    fn route(
+        &self,
+        raw: &RawRoute,
+        i: usize,
+        providers: &HashMap<&str, &Arc<Provider>>,
+        limits: UpstreamLimits,
+    ) -> Result<Route, ConfigError> {
         let key = |field: &str| format!("routes[{i}].{field}");
         let model = raw.model.get_ref().trim().to_owned();
         if model.is_empty() {
@@ -263,8 +299,19 @@ impl Checker<'_> {
             max_retry_wait,
             on_midstream_failure,
             max_resumes,
+            limits,
             targets,
         })
+    }
+
+    fn size(&self, value: Option<&Spanned<u64>>, key: &str, default: usize) -> Result<usize, ConfigError> {
+        match value {
+            Some(n) => usize::try_from(*n.get_ref())
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| self.error(n, key.to_owned(), "must be a positive whole number")),
+            None => Ok(default),
+        }
     }
 
     fn millis(&self, value: Option<&Spanned<u64>>, key: &str, default: Duration) -> Result<Duration, ConfigError> {

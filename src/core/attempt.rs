@@ -16,7 +16,31 @@ use super::{AttemptRecord, Engine, Failure, Plan};
 use crate::config::{Route, Target};
 use crate::event::{ChatRequest, Event};
 use crate::providers::{EventStream, ProviderError, Upstream, driver};
-use crate::resilience::{ProviderHealth, backoff};
+use crate::resilience::{Permit, ProviderHealth, backoff};
+
+/// The most answer bytes held back before commit: past it the attempt
+/// commits, whatever its commit window, so a provider cannot make baton hold
+/// an answer it has not sent yet.
+const MAX_HELD_BYTES: usize = 64 * 1024;
+
+/// The events read before commit. Usage reports are running totals, so a
+/// new one merges into the last instead of piling up.
+#[derive(Default)]
+struct Held {
+    events: Vec<Event>,
+    /// Text and tool-call bytes held.
+    bytes: usize,
+}
+
+impl Held {
+    fn push(&mut self, event: Event) {
+        self.bytes = self.bytes.saturating_add(event.answer_bytes());
+        match (self.events.last_mut(), event) {
+            (Some(Event::Usage(last)), Event::Usage(later)) => last.merge(later),
+            (_, event) => self.events.push(event),
+        }
+    }
+}
 
 /// An attempt that reached its commit point.
 pub(super) struct Opened {
@@ -37,6 +61,21 @@ pub(super) struct TargetRun {
     pub failures: Vec<AttemptRecord>,
     /// The attempt that committed, if any.
     pub opened: Option<Opened>,
+    /// When the turn was skipped (an open breaker, a cooldown), when the
+    /// provider is due back: the last resort tries the soonest first.
+    pub skipped_until: Option<Instant>,
+}
+
+/// Leave for one attempt: the cooldown a `Retry-After` asked for, then the
+/// breaker. A skip says when the provider is due back.
+fn admit(health: &ProviderHealth, forced: bool) -> Result<Permit, (Failure, Instant)> {
+    if forced {
+        return Ok(health.breaker.force_acquire());
+    }
+    if let Some(until) = health.rate_limited_until() {
+        return Err((Failure::CoolingDown(until.saturating_duration_since(Instant::now())), until));
+    }
+    health.breaker.try_acquire().ok_or_else(|| (Failure::BreakerOpen, health.breaker.recovers_at()))
 }
 
 /// What a turn asks of its target: the client's request, or the rest of an
@@ -71,10 +110,11 @@ impl Ask<'_> {
 impl Engine {
     /// Gives target `index` of `route` its turn, retrying it as the route and
     /// target allow. A rejected prefill continuation is tried again at once
-    /// as an instruction, without spending a retry.
-    pub(super) async fn run_target(&self, plan: &Plan<'_>, index: usize) -> TargetRun {
+    /// as an instruction, without spending a retry. A `forced` turn goes
+    /// past an open breaker or a cooldown: the route has no other candidate.
+    pub(super) async fn run_target(&self, plan: &Plan<'_>, index: usize, forced: bool) -> TargetRun {
         let (route, ask) = (plan.route, plan.ask);
-        let mut run = TargetRun { index, failures: Vec::new(), opened: None };
+        let mut run = TargetRun { index, failures: Vec::new(), opened: None, skipped_until: None };
         let Some(target) = route.targets.get(index) else { return run };
         let health = self.health.provider(&target.provider.name);
         let drill = plan.drills.for_provider(&target.provider.name);
@@ -82,22 +122,25 @@ impl Engine {
         let mut retry = 0;
         loop {
             let started = Instant::now();
-            let outcome = if let Some(until) = health.rate_limited_until() {
-                Err(Failure::CoolingDown(until - started))
-            } else if let Some(permit) = health.breaker.try_acquire() {
-                match self.open(target, &req, route, drill, started).await {
+            let outcome = match admit(&health, forced) {
+                Err((skip, recovers_at)) => {
+                    run.skipped_until = Some(recovers_at);
+                    Err(skip)
+                }
+                Ok(permit) => match self.open(target, &req, route, drill, started).await {
                     Ok((held, rest, ttft)) => Ok((held, rest, permit, ttft)),
-                    Err(failure) => {
+                    Err(mut failure) => {
                         if failure.counts_against_provider() {
                             permit.failure();
                         }
+                        if let (Failure::Provider(err), Some(key)) = (&mut failure, &target.provider.api_key) {
+                            err.redact(key.expose());
+                        }
                         Err(failure)
                     }
-                }
-            } else {
-                Err(Failure::BreakerOpen)
+                },
             };
-            let failure = match outcome {
+            let mut failure = match outcome {
                 Ok((held, rest, permit, ttft)) => {
                     self.observe_attempt(plan.id, target, &health, retry, started, Ok(ttft));
                     let outcome = match drill {
@@ -111,7 +154,7 @@ impl Engine {
             };
             self.observe_attempt(plan.id, target, &health, retry, started, Err(&failure));
             let prefill_rejected = prefilled && matches!(failure, Failure::Provider(ProviderError::BadRequest { .. }));
-            let wait = self.retry_wait(route, target, &health, &failure, retry);
+            let wait = self.retry_wait(route, target, &health, &mut failure, retry);
             run.failures.push(AttemptRecord {
                 provider: target.provider.name.clone(),
                 model: target.model.clone(),
@@ -172,26 +215,30 @@ impl Engine {
                 }
                 self.metrics.attempt(provider, failure_class);
                 tracing::info!(
-                    request_id, provider, model, retry, outcome = "failed", failure_class, latency_ms, error = %failure,
-                    "attempt"
+                    request_id, provider, model, retry, outcome = "failed", failure_class, latency_ms,
+                    error = %failure.summary(), "attempt"
                 );
+                tracing::debug!(request_id, provider, error = %failure, "attempt failure in the provider's words");
             }
         }
     }
 
     /// How long to wait before trying `target` again after `failure`, or
-    /// `None` to move on. A 429's `Retry-After` is honoured (and shared with
-    /// other requests); one longer than the route allows moves on.
+    /// `None` to move on. A 429's `Retry-After` is honoured up to the
+    /// configured `max_cooldown` (and shared with other requests, which try
+    /// the provider only when nothing else is left); one longer than the
+    /// route waits for moves on.
     fn retry_wait(
         &self,
         route: &Route,
         target: &Target,
         health: &ProviderHealth,
-        failure: &Failure,
+        failure: &mut Failure,
         retry: u32,
     ) -> Option<Duration> {
         if let Failure::Provider(ProviderError::RateLimited { retry_after: Some(wait), .. }) = failure {
-            health.rate_limit_until(Instant::now() + *wait);
+            *wait = (*wait).min(route.limits.max_cooldown);
+            health.rate_limit_until(super::later(Instant::now(), *wait));
             if *wait > route.max_retry_wait {
                 return None;
             }
@@ -216,7 +263,7 @@ impl Engine {
         started: Instant,
     ) -> Result<(Vec<Event>, EventStream, Duration), Failure> {
         let (window, idle) = (route.commit, route.idle_timeout);
-        let first_token_deadline = started + target.first_token_timeout;
+        let first_token_deadline = super::later(started, target.first_token_timeout);
         let first_token_timeout = || Failure::FirstTokenTimeout(target.first_token_timeout.as_millis());
         if let Some(fault) = drill {
             if let Some(failure) = fault.immediate_failure() {
@@ -231,22 +278,24 @@ impl Engine {
             base_url: &target.provider.base_url,
             api_key: target.provider.api_key.as_ref().map(|key| key.expose()),
             model: &target.model,
+            max_event_bytes: route.limits.max_event_bytes,
         };
         let opening = driver::open(&self.http, target.provider.kind, upstream, req);
         let mut events = timeout_at(first_token_deadline, opening).await.map_err(|_| first_token_timeout())??;
         if let Some(fault) = drill {
             events = fault.break_after_commit(events);
         }
-        let mut held = Vec::new();
+        let mut held = Held::default();
         let mut tokens = 0u32;
         let mut first_token_at = None;
         loop {
-            let commit_at = first_token_at.map(|at: Instant| at + window.after);
+            let commit_at = first_token_at.map(|at: Instant| super::later(at, window.after));
             let ready = tokens >= window.tokens;
-            if ready && commit_at.is_some_and(|at| at <= Instant::now()) {
-                return Ok((held, events, first_token_at.map_or(Duration::ZERO, |at| at - started)));
+            if held.bytes >= MAX_HELD_BYTES || ready && commit_at.is_some_and(|at| at <= Instant::now()) {
+                return Ok((held.events, events, first_token_at.map_or(Duration::ZERO, |at| at - started)));
             }
-            let give_up_at = if first_token_at.is_some() { Instant::now() + idle } else { first_token_deadline };
+            let give_up_at =
+                if first_token_at.is_some() { super::later(Instant::now(), idle) } else { first_token_deadline };
             let wake_at = match commit_at {
                 Some(at) if ready => at.min(give_up_at),
                 _ => give_up_at,
@@ -263,7 +312,7 @@ impl Engine {
             let Some(event) = next else {
                 // The answer ended cleanly; it commits if it said anything.
                 return match first_token_at {
-                    Some(at) => Ok((held, events, at - started)),
+                    Some(at) => Ok((held.events, events, at - started)),
                     None => Err(Failure::Empty),
                 };
             };
@@ -275,7 +324,7 @@ impl Engine {
             let finished = matches!(event, Event::Finish(_));
             held.push(event);
             if finished {
-                return Ok((held, events, first_token_at.map_or(Duration::ZERO, |at| at - started)));
+                return Ok((held.events, events, first_token_at.map_or(Duration::ZERO, |at| at - started)));
             }
         }
     }

@@ -23,9 +23,13 @@ pub enum Failure {
     /// The stream ended before any content, yet with its end marker.
     #[error("the stream ended without any content")]
     Empty,
-    /// The request's own time ran out before any candidate committed.
+    /// The request's own time ran out before any candidate committed (or,
+    /// for an answer sent whole, before it ended).
     #[error("the request timeout of {0} ms ran out")]
     RequestTimeout(u128),
+    /// An answer sent whole grew past `max_answer_bytes`.
+    #[error("the answer is larger than the limit of {0} bytes")]
+    AnswerTooLarge(usize),
     /// Skipped: the provider's circuit breaker is open.
     #[error("skipped: the circuit breaker is open")]
     BreakerOpen,
@@ -57,11 +61,23 @@ impl Failure {
             Failure::IdleTimeout(_) => "idle_timeout",
             Failure::Empty => "empty",
             Failure::RequestTimeout(_) => "request_timeout",
+            Failure::AnswerTooLarge(_) => "answer_too_large",
             Failure::BreakerOpen => "breaker_open",
             Failure::CoolingDown(_) => "cooling_down",
             Failure::ShuttingDown => "shutting_down",
             Failure::Unresumed { broke, .. } => broke.kind(),
             Failure::Drill(_) => "drill",
+        }
+    }
+
+    /// What happened, without any text a provider wrote: for the all-failed
+    /// error other clients see, error events, and logs at info.
+    pub fn summary(&self) -> String {
+        match self {
+            Failure::Provider(err) => err.summary(),
+            Failure::Unresumed { broke, .. } => format!("{}; resuming failed", broke.summary()),
+            Failure::Drill(real) => format!("drill: {}", real.summary()),
+            other => other.to_string(),
         }
     }
 
@@ -95,6 +111,7 @@ impl Failure {
             Failure::Provider(ProviderError::RateLimited { .. } | ProviderError::BadRequest { .. }) => false,
             Failure::Provider(_) | Failure::FirstTokenTimeout(_) | Failure::IdleTimeout(_) | Failure::Empty => true,
             Failure::RequestTimeout(_)
+            | Failure::AnswerTooLarge(_)
             | Failure::ShuttingDown
             | Failure::BreakerOpen
             | Failure::CoolingDown(_)
@@ -220,6 +237,8 @@ impl ProxyError {
     }
 }
 
+/// Each attempt's provider, model, class, status and elapsed time: never
+/// the provider's own words, which may carry anything, even the key it was sent.
 fn describe(attempts: &[AttemptRecord]) -> String {
     let parts: Vec<String> = attempts
         .iter()
@@ -230,7 +249,7 @@ fn describe(attempts: &[AttemptRecord]) -> String {
                 a.model,
                 a.failure.kind(),
                 a.elapsed.as_millis(),
-                a.failure
+                a.failure.summary()
             )
         })
         .collect();

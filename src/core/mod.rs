@@ -10,6 +10,7 @@ mod relay;
 mod resume;
 mod splice;
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -23,7 +24,7 @@ pub use drill::{DrillFault, Drills};
 pub use failure::{AttemptRecord, Failure, ProxyError};
 pub use relay::CommittedStream;
 
-use crate::config::{Config, Hedge, MidstreamPolicy, Provider, Route};
+use crate::config::{Config, DEFAULT_REQUEST_BOUND, Hedge, MidstreamPolicy, Provider, Route};
 use crate::event::{ChatRequest, Event};
 use crate::observe::Metrics;
 use crate::providers::ProviderError;
@@ -104,14 +105,14 @@ pub struct Completed {
 
 impl<'a> Plan<'a> {
     /// A pass over every target of `route`, in order, for the client's request.
-    fn fresh(call: &'a Call, route: &'a Route, deadline: Option<Instant>) -> Self {
+    fn fresh(call: &'a Call, route: &'a Route, deadline: Instant) -> Self {
         Plan {
             id: &call.id,
             route,
             ask: Ask::Fresh(&call.request),
             drills: &call.drills,
             order: (0..route.targets.len()).collect(),
-            deadline,
+            deadline: Some(deadline),
             after: None,
         }
     }
@@ -141,12 +142,14 @@ impl Engine {
     /// `on_midstream_failure = "resume"`, a stream that breaks later is
     /// continued by another candidate.
     pub async fn stream(&self, route: &Arc<Route>, call: Call) -> Result<Committed, ProxyError> {
-        let deadline = route.request_timeout.map(|timeout| Instant::now() + timeout);
+        let started = Instant::now();
+        let deadline = later(started, route.request_timeout.unwrap_or(DEFAULT_REQUEST_BOUND));
         let (winner, events) =
             self.run(Plan::fresh(&call, route, deadline), |events| async move { Ok(events) }).await?;
         let events = match route.on_midstream_failure {
             MidstreamPolicy::Error => events,
             MidstreamPolicy::Resume => {
+                let deadline = route.request_timeout.map(|timeout| later(started, timeout));
                 resume::resumable(self.clone(), Arc::clone(route), call, &winner, deadline, events)
             }
         };
@@ -154,10 +157,15 @@ impl Engine {
     }
 
     /// Reads a whole answer to `call` from the first target of `route` that
-    /// completes one; a failure anywhere before the end moves on.
+    /// completes one; a failure anywhere before the end moves on. The whole
+    /// request is bounded by the route's `request_timeout_ms` (or
+    /// [`DEFAULT_REQUEST_BOUND`]) and the answer by `max_answer_bytes`.
     pub async fn complete(&self, route: &Route, call: &Call) -> Result<Completed, ProxyError> {
-        let deadline = route.request_timeout.map(|timeout| Instant::now() + timeout);
-        let (winner, events) = self.run(Plan::fresh(call, route, deadline), relay::collect).await?;
+        let timeout = route.request_timeout.unwrap_or(DEFAULT_REQUEST_BOUND);
+        let deadline = later(Instant::now(), timeout);
+        let max_bytes = route.limits.max_answer_bytes;
+        let collect = |events| relay::collect(events, deadline, timeout, max_bytes);
+        let (winner, events) = self.run(Plan::fresh(call, route, deadline), collect).await?;
         Ok(Completed { winner, events })
     }
 
@@ -172,47 +180,64 @@ impl Engine {
     {
         let route = plan.route;
         let mut failed: Vec<AttemptRecord> = Vec::new();
-        let mut pending = plan.order.iter().copied().peekable();
+        let mut pending: VecDeque<usize> = plan.order.iter().copied().collect();
+        // Candidates skipped by a breaker or a cooldown, tried when no other is left.
+        let mut last_resort: Vec<(Instant, usize)> = Vec::new();
+        let mut forced = false;
         let mut needs_window_above: Option<u64> = None;
         let mut turns: FuturesUnordered<Pin<Box<dyn Future<Output = TargetRun> + Send + '_>>> = FuturesUnordered::new();
         let mut last_start = Instant::now();
         let mut last_started: Option<usize> = None;
         let mut last_failed = plan.after;
         loop {
+            if plan.deadline.is_some_and(|deadline| deadline <= Instant::now()) {
+                failed.push(request_timeout_record(route));
+                break;
+            }
             let idle = turns.is_empty();
-            let hedge_due = !idle && self.hedge_delay(route).is_some_and(|delay| last_start + delay <= Instant::now());
+            let hedge_due =
+                !idle && self.hedge_delay(route).is_some_and(|delay| later(last_start, delay) <= Instant::now());
+            if idle && pending.is_empty() && !forced && !last_resort.is_empty() {
+                last_resort.sort_unstable();
+                pending.extend(last_resort.drain(..).map(|(_, index)| index));
+                forced = true;
+            }
             if idle || hedge_due {
-                let fits = |index: &usize| {
-                    let window = route.targets.get(*index).and_then(|t| t.context_window);
+                let fits = |index: usize| {
+                    let window = route.targets.get(index).and_then(|t| t.context_window);
                     needs_window_above.is_none_or(|floor| window.is_some_and(|w| w > floor))
                 };
-                if let Some(index) = pending.by_ref().find(fits) {
+                while let Some(index) = pending.pop_front() {
+                    if !fits(index) {
+                        continue;
+                    }
                     let moved_from =
                         if hedge_due { last_started.map(|from| (from, "hedge")) } else { last_failed.take() };
                     if let Some((from, reason)) = moved_from {
                         self.record_failover(route, from, index, reason);
                     }
-                    turns.push(Box::pin(self.run_target(&plan, index)));
+                    turns.push(Box::pin(self.run_target(&plan, index, forced)));
                     last_start = Instant::now();
                     last_started = Some(index);
+                    break;
                 }
             }
             if turns.is_empty() {
+                if !forced && !last_resort.is_empty() {
+                    continue;
+                }
                 break;
             }
-            let hedge_at = self.hedge_delay(route).filter(|_| pending.peek().is_some()).map(|d| last_start + d);
+            let hedge_at = self.hedge_delay(route).filter(|_| !pending.is_empty()).map(|d| later(last_start, d));
             let wake_at = [hedge_at, plan.deadline].into_iter().flatten().min();
             let run = tokio::select! {
                 Some(run) = turns.next() => run,
-                () = sleep_until(wake_at.unwrap_or_else(far_future)), if wake_at.is_some() => {
-                    if plan.deadline.is_some_and(|deadline| deadline <= Instant::now()) {
-                        failed.push(request_timeout_record(route));
-                        break;
-                    }
-                    continue;
-                }
+                () = sleep_until(wake_at.unwrap_or_else(far_future)), if wake_at.is_some() => continue,
             };
             let Some(target) = route.targets.get(run.index) else { continue };
+            if let Some(until) = run.skipped_until {
+                last_resort.push((until, run.index));
+            }
             if let Some(last) = run.failures.last() {
                 last_failed = Some((run.index, last.failure.kind()));
             }
@@ -283,7 +308,7 @@ impl Engine {
 }
 
 fn request_timeout_record(route: &Route) -> AttemptRecord {
-    let timeout = route.request_timeout.unwrap_or_default();
+    let timeout = route.request_timeout.unwrap_or(DEFAULT_REQUEST_BOUND);
     AttemptRecord {
         provider: "baton".to_owned(),
         model: route.model.clone(),
@@ -293,5 +318,11 @@ fn request_timeout_record(route: &Route) -> AttemptRecord {
 }
 
 fn far_future() -> Instant {
-    Instant::now() + Duration::from_secs(86_400 * 365)
+    later(Instant::now(), Duration::from_secs(86_400 * 365))
+}
+
+/// `at + wait`, or a time far enough to mean never when that cannot be
+/// represented: waits come from config values and providers' headers.
+pub(crate) fn later(at: Instant, wait: Duration) -> Instant {
+    at.checked_add(wait).or_else(|| at.checked_add(Duration::from_secs(86_400 * 365 * 30))).unwrap_or(at)
 }

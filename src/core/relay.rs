@@ -67,7 +67,7 @@ pub(super) fn committed(
         let next = match rest.next().now_or_never() {
             Some(ready) => Ok(ready),
             None => {
-                let deadline = Instant::now() + idle;
+                let deadline = super::later(Instant::now(), idle);
                 let timer: &mut Pin<Box<Sleep>> = match &mut timer {
                     Some(timer) => {
                         timer.as_mut().reset(deadline);
@@ -97,11 +97,26 @@ pub(super) fn committed(
     Box::pin(stream::iter(held.into_iter().map(Ok)).chain(relay))
 }
 
-/// Reads a committed stream to its end, for answers that are sent whole.
-pub async fn collect(mut events: CommittedStream) -> Result<Vec<Event>, Failure> {
-    let mut all = Vec::new();
-    while let Some(event) = events.next().await {
-        all.push(event?);
-    }
-    Ok(all)
+/// Reads a committed stream to its end, for answers that are sent whole:
+/// by `deadline` (the request's, whose length is `timeout`), and no larger
+/// than `max_bytes` of text and tool calls.
+pub async fn collect(
+    mut events: CommittedStream,
+    deadline: Instant,
+    timeout: Duration,
+    max_bytes: usize,
+) -> Result<Vec<Event>, Failure> {
+    let read = async {
+        let (mut all, mut bytes) = (Vec::new(), 0usize);
+        while let Some(event) = events.next().await {
+            let event = event?;
+            bytes = bytes.saturating_add(event.answer_bytes());
+            if bytes > max_bytes {
+                return Err(Failure::AnswerTooLarge(max_bytes));
+            }
+            all.push(event);
+        }
+        Ok(all)
+    };
+    tokio::time::timeout_at(deadline, read).await.unwrap_or(Err(Failure::RequestTimeout(timeout.as_millis())))
 }

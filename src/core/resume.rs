@@ -34,6 +34,7 @@ pub(super) fn resumable(
         current: first,
         current_target: winner.target,
         text: String::new(),
+        too_long: false,
         tool_calls: false,
         splice: None,
         usage_before: Usage::default(),
@@ -53,6 +54,8 @@ struct Resuming {
     current_target: usize,
     /// The text the client has been sent.
     text: String,
+    /// The answer outgrew `max_answer_bytes`: no copy is kept, no resume made.
+    too_long: bool,
     tool_calls: bool,
     resumes_left: u32,
     splice: Option<Splice>,
@@ -101,7 +104,7 @@ impl Resuming {
             }
             Event::Usage(usage) => {
                 self.usage_now.merge(usage);
-                self.queue.push_back(Event::Usage(sum(self.usage_before, self.usage_now)));
+                self.queue.push_back(Event::Usage(self.usage_before.plus(self.usage_now)));
             }
             other => {
                 self.tool_calls |= matches!(other, Event::ToolCall(_));
@@ -111,8 +114,18 @@ impl Resuming {
         }
     }
 
+    /// Sends `text` on and keeps a copy to resume from, up to
+    /// `max_answer_bytes`: an answer longer than that is relayed to its end
+    /// but no longer resumed, so its copy stops growing.
     fn send_text(&mut self, text: String) {
-        self.text.push_str(&text);
+        if !self.too_long {
+            if self.text.len().saturating_add(text.len()) <= self.route.limits.max_answer_bytes {
+                self.text.push_str(&text);
+            } else {
+                self.too_long = true;
+                self.text = String::new();
+            }
+        }
         self.queue.push_back(Event::Text(text));
     }
 
@@ -125,7 +138,7 @@ impl Resuming {
     /// Starts a continuation after `failure`, or says why there is none.
     async fn resume(&mut self, failure: Failure) -> Result<(), Failure> {
         let out_of_time = self.deadline.is_some_and(|deadline| deadline <= Instant::now());
-        if self.tool_calls || self.resumes_left == 0 || out_of_time {
+        if self.tool_calls || self.too_long || self.resumes_left == 0 || out_of_time {
             return Err(failure);
         }
         self.resumes_left -= 1;
@@ -154,19 +167,11 @@ impl Resuming {
                 self.current = events;
                 self.current_target = winner.target;
                 self.splice = Some(Splice::new(&self.text));
-                self.usage_before = sum(self.usage_before, self.usage_now);
+                self.usage_before = self.usage_before.plus(self.usage_now);
                 self.usage_now = Usage::default();
                 Ok(())
             }
             Err(err) => Err(Failure::Unresumed { broke: Box::new(failure), why: err.to_string() }),
         }
     }
-}
-
-fn sum(a: Usage, b: Usage) -> Usage {
-    let add = |x: Option<u64>, y: Option<u64>| match (x, y) {
-        (None, None) => None,
-        (x, y) => Some(x.unwrap_or(0) + y.unwrap_or(0)),
-    };
-    Usage { input_tokens: add(a.input_tokens, b.input_tokens), output_tokens: add(a.output_tokens, b.output_tokens) }
 }

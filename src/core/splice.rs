@@ -25,6 +25,12 @@ pub fn instruction_request(original: &ChatRequest, partial: &str) -> ChatRequest
     request
 }
 
+/// How far before the end of the text a repeat may begin, besides a restart
+/// from its very beginning. Continuations repeat the last words or start
+/// over; bounding where a repeat may begin keeps the splice linear in the
+/// text, however long the answer.
+const MAX_LOOKBACK: usize = 4096;
+
 /// Joins a continuation to the text the client has: the start of the
 /// continuation is held until it is clear how much of it repeats the end of
 /// that text (a clean continuation, the last words again, or a restart from
@@ -33,13 +39,16 @@ pub fn instruction_request(original: &ChatRequest, partial: &str) -> ChatRequest
 pub struct Splice {
     have: String,
     held: String,
+    /// Where in `have` a repeat may still begin: each agrees with `held` so far.
+    candidates: Vec<usize>,
     decided: bool,
 }
 
 impl Splice {
     /// A splice onto `have`, the text the client already holds.
     pub fn new(have: &str) -> Self {
-        Splice { have: have.to_owned(), held: String::new(), decided: have.is_empty() }
+        let candidates = repeat_starts(have);
+        Splice { have: have.to_owned(), held: String::new(), candidates, decided: have.is_empty() }
     }
 
     /// Takes the next fragment of the continuation; returns the text to send,
@@ -48,7 +57,15 @@ impl Splice {
         if self.decided {
             return Some(fragment.to_owned());
         }
+        let before = self.held.len();
         self.held.push_str(fragment);
+        let (have, held) = (self.have.as_bytes(), self.held.as_bytes());
+        // Only the new bytes are compared: each candidate already agreed with the rest.
+        self.candidates.retain(|&start| {
+            let tail = &have[start..];
+            let (from, to) = (before.min(tail.len()), held.len().min(tail.len()));
+            tail[from..to] == held[from..to]
+        });
         if self.could_still_repeat_more() { None } else { self.flush() }
     }
 
@@ -63,34 +80,33 @@ impl Splice {
         (!rest.is_empty()).then_some(rest)
     }
 
-    /// Positions in `have` where a repeat may begin: the start of a word, or
-    /// the whitespace before one, so a repeat is never part of a word.
-    fn repeat_starts(&self) -> impl Iterator<Item = usize> + '_ {
-        let bytes = self.have.as_bytes();
-        (0..bytes.len()).filter(move |&i| {
-            self.have.is_char_boundary(i)
-                && (i == 0 || bytes[i].is_ascii_whitespace() || bytes[i - 1].is_ascii_whitespace())
-        })
-    }
-
     /// Whether the held text is the start of a longer repeat that more
     /// fragments could complete.
     fn could_still_repeat_more(&self) -> bool {
-        self.repeat_starts().any(|i| {
-            let tail = &self.have[i..];
-            tail.len() > self.held.len() && tail.starts_with(self.held.as_str())
-        })
+        self.candidates.iter().any(|&start| self.have.len() - start > self.held.len())
     }
 
     /// The longest end of `have` that the held text starts with.
     fn longest_repeat(&self) -> usize {
-        self.repeat_starts()
-            .map(|i| &self.have[i..])
-            .filter(|tail| self.held.starts_with(tail))
-            .map(str::len)
+        self.candidates
+            .iter()
+            .map(|&start| self.have.len() - start)
+            .filter(|&tail| tail <= self.held.len())
             .max()
             .unwrap_or(0)
     }
+}
+
+/// Positions in `have` where a repeat may begin: its start, and within the
+/// last [`MAX_LOOKBACK`] bytes the start of a word or the whitespace before
+/// one, so a repeat is never part of a word.
+fn repeat_starts(have: &str) -> Vec<usize> {
+    let bytes = have.as_bytes();
+    let from = have.len().saturating_sub(MAX_LOOKBACK).max(1);
+    let near_end = (from..bytes.len()).filter(|&i| {
+        have.is_char_boundary(i) && (bytes[i].is_ascii_whitespace() || bytes[i - 1].is_ascii_whitespace())
+    });
+    std::iter::once(0).filter(|_| !have.is_empty()).chain(near_end).collect()
 }
 
 #[cfg(test)]
@@ -137,6 +153,25 @@ mod tests {
         assert_eq!(splice("w0 w1 w2", &[" w1"]), " w1", "not an end of the text: new words");
         assert_eq!(splice("w0 w1 w2", &["."]), ".");
         assert_eq!(splice("", &["w0"]), "w0");
+    }
+
+    #[test]
+    fn a_long_answer_splices_in_linear_time() {
+        let have: String = (0..150_000).map(|i| format!("w{i} ")).collect();
+        let started = std::time::Instant::now();
+        let mut splice = Splice::new(&have);
+        let mut out = String::new();
+        for i in 149_990..151_000 {
+            out.extend(splice.push(&format!("w{i} ")));
+        }
+        out.extend(splice.flush());
+        assert!(out.starts_with("w150000 "), "the repeated last words are cut: {:?}", &out[..20]);
+        let repeated: String = (0..20_000).map(|i| format!("w{i} ")).collect();
+        let mut restart = Splice::new(&have);
+        let mut rest: String = repeated.split_inclusive(' ').filter_map(|word| restart.push(word)).collect();
+        rest.extend(restart.flush());
+        assert_eq!(rest, repeated, "a partial restart that stops short is new text");
+        assert!(started.elapsed() < std::time::Duration::from_secs(5), "took {:?}", started.elapsed());
     }
 
     #[test]

@@ -92,10 +92,14 @@ fn provider_status(name: &str, kind: &str, health: &ProviderHealth) -> Value {
         let ago_s = SystemTime::now().duration_since(at).map_or(0.0, |d| d.as_secs_f64());
         json!({ "class": class, "at_unix_ms": unix_ms, "seconds_ago": ago_s })
     });
+    let cooldown_ms = health.rate_limited_until().map(|until| {
+        u64::try_from(until.saturating_duration_since(tokio::time::Instant::now()).as_millis()).unwrap_or(u64::MAX)
+    });
     json!({
         "name": name,
         "kind": kind,
         "breaker": breaker,
+        "cooldown_ms": cooldown_ms,
         "inflight": health.inflight(),
         "ttft_ms": { "p50": millis(0.5), "p95": millis(0.95) },
         "last_1m": health.attempts(1),

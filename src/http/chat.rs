@@ -4,6 +4,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Json;
 use axum::body::Body;
@@ -15,6 +16,8 @@ use futures_util::{FutureExt, StreamExt};
 
 use super::egress::{self, Answer, ChunkEncoder};
 use super::error::ApiError;
+use super::panic::{Guarded, GuardedStream};
+use super::stall::ClientStall;
 use super::{AppState, admin, ingress};
 use crate::core::{Call, CommittedStream, Failure, ProxyError, Winner};
 use crate::event::Event;
@@ -28,9 +31,14 @@ const REQUEST_ID: &str = "x-request-id";
 
 pub(super) async fn chat(State(state): State<AppState>, request: Request) -> Response {
     let id = request_id(request.headers());
-    let mut response = match serve(&state, Arc::clone(&id), request).await {
-        Ok(response) => response,
-        Err(err) => err.into_response(),
+    let mut response = match Guarded::new(serve(&state, Arc::clone(&id), request)).await {
+        Ok(Ok(response)) => response,
+        Ok(Err(err)) => err.into_response(),
+        Err(panic) => {
+            tracing::error!(request_id = %id, panic = %panic, "request panicked");
+            state.engine().metrics().client_fault("panic");
+            ApiError::internal().into_response()
+        }
     };
     if let Ok(value) = HeaderValue::from_str(&id) {
         response.headers_mut().insert(REQUEST_ID, value);
@@ -50,7 +58,12 @@ fn request_id(headers: &HeaderMap) -> Arc<str> {
 async fn serve(state: &AppState, id: Arc<str>, request: Request) -> Result<Response, ApiError> {
     let config = state.config();
     let drills = admin::drills(request.headers(), &config)?;
-    let body = read_body(request.into_body(), config.max_body_bytes).await?;
+    let stall = request.extensions().get::<ClientStall>().cloned();
+    let body = read_body(request, config.max_body_bytes, config.body_read_timeout).await.inspect_err(|err| {
+        if err.is_timeout() {
+            state.engine().metrics().client_fault("body_timeout");
+        }
+    })?;
     let ingress = ingress::parse(&body)?;
     let route = config.route(&ingress.model).ok_or_else(|| {
         let known: Vec<&str> = config.routes.iter().map(|r| r.model.as_str()).collect();
@@ -58,6 +71,9 @@ async fn serve(state: &AppState, id: Arc<str>, request: Request) -> Result<Respo
     })?;
     let engine = state.engine();
     let mut watch = RequestWatch::new(Arc::clone(engine.metrics()), Arc::clone(state.routes()), id, &route.model);
+    if let Some(stall) = stall {
+        watch.stalled_when(move || stall.happened());
+    }
     let call = Call { id: Arc::clone(watch.id()), request: ingress.request, drills };
     if ingress.stream {
         let committed = tokio::select! {
@@ -67,7 +83,9 @@ async fn serve(state: &AppState, id: Arc<str>, request: Request) -> Result<Respo
         let committed = committed.inspect_err(|err| watch.end(err.kind()))?;
         watch.committed(&committed.winner, Some(engine.health().provider(&committed.winner.provider.name)));
         let encoder = ChunkEncoder::new(Answer::new(&committed.winner.model), ingress.include_usage);
-        let body = Body::from_stream(sse_body(committed.events, encoder, watch, state.clone()));
+        let id = Arc::clone(watch.id());
+        let sse = sse_body(committed.events, encoder, watch, state.clone());
+        let body = Body::from_stream(GuardedStream::new(sse, id, ChunkEncoder::panicked));
         let mut response = (StatusCode::OK, body).into_response();
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
@@ -163,16 +181,24 @@ fn winner_headers(headers: &mut HeaderMap, winner: &Winner) {
     }
 }
 
-/// Reads the body, refusing it as soon as it passes `limit`.
-async fn read_body(body: Body, limit: usize) -> Result<Vec<u8>, ApiError> {
-    let mut stream = body.into_data_stream();
-    let mut out = Vec::new();
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|err| ApiError::bad_request(format!("could not read request body: {err}")))?;
-        if out.len() + chunk.len() > limit {
-            return Err(ApiError::too_large(limit));
-        }
-        out.extend_from_slice(&chunk);
+/// Reads the body within `timeout`, refusing it as soon as it passes
+/// `limit` (at once when its declared length already does).
+async fn read_body(request: Request, limit: usize, timeout: Duration) -> Result<Vec<u8>, ApiError> {
+    let declared = request.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > u64::try_from(limit).unwrap_or(u64::MAX)) {
+        return Err(ApiError::too_large(limit));
     }
-    Ok(out)
+    let mut stream = request.into_body().into_data_stream();
+    let read = async {
+        let mut out = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|err| ApiError::bad_request(format!("could not read request body: {err}")))?;
+            if out.len().saturating_add(chunk.len()) > limit {
+                return Err(ApiError::too_large(limit));
+            }
+            out.extend_from_slice(&chunk);
+        }
+        Ok(out)
+    };
+    tokio::time::timeout(timeout, read).await.unwrap_or_else(|_| Err(ApiError::body_timeout(timeout)))
 }

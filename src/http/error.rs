@@ -39,6 +39,23 @@ impl ApiError {
         Self::new(StatusCode::PAYLOAD_TOO_LARGE, "invalid_request_error", "request_too_large", message)
     }
 
+    /// A request body that did not arrive in time.
+    pub fn body_timeout(timeout: std::time::Duration) -> Self {
+        let message = format!("the request body did not arrive within {} ms", timeout.as_millis());
+        Self::new(StatusCode::REQUEST_TIMEOUT, "invalid_request_error", "body_timeout", message)
+    }
+
+    /// Whether this is [`ApiError::body_timeout`].
+    pub fn is_timeout(&self) -> bool {
+        self.code == "body_timeout"
+    }
+
+    /// Something inside baton failed; what is in the log, not here.
+    pub fn internal() -> Self {
+        let message = "the gateway failed to handle this request; the request id is in the x-request-id header";
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "server_error", "internal_error", message)
+    }
+
     /// An admin action without the admin credential.
     pub fn forbidden(message: impl Into<String>) -> Self {
         Self::new(StatusCode::FORBIDDEN, "permission_error", "forbidden", message)

@@ -7,7 +7,9 @@ mod chat;
 pub mod egress;
 mod error;
 mod ingress;
+mod panic;
 pub mod server;
+mod stall;
 mod state;
 
 use axum::extract::{Request, State};
@@ -18,6 +20,7 @@ use axum::{Json, Router};
 use serde_json::json;
 
 pub use error::ApiError;
+pub use panic::install_panic_hook;
 pub use state::AppState;
 
 /// The proxy's router, shared by `main` and the tests.

@@ -9,12 +9,20 @@ use std::net::SocketAddr;
 use std::pin::pin;
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use axum::Router;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::sync::Semaphore;
+use tower::ServiceExt as _;
+
+use super::stall::{ClientStall, StallGuard};
+use crate::observe::Metrics;
 
 /// The most a connection buffers of what the client sends: request heads
 /// must fit, bodies stream through it. hyper's floor, and its first read size.
@@ -33,6 +41,28 @@ const LISTEN_BACKLOG: u32 = 4096;
 /// descriptors), how long to wait before accepting again.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
+/// How long a connection turned away at the cap may take to hear why.
+const TURN_AWAY_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// What every client connection is held to, shared by the worker threads.
+#[derive(Clone)]
+pub struct ConnectionLimits {
+    /// One permit per connection served; none left means turn the next away.
+    slots: Arc<Semaphore>,
+    /// How long a write to a client may wait for the client to read.
+    stall_timeout: Duration,
+    metrics: Arc<Metrics>,
+}
+
+impl ConnectionLimits {
+    /// At most `max_connections` at once, each dropped when its client
+    /// leaves a write waiting for `stall_timeout`.
+    pub fn new(max_connections: usize, stall_timeout: Duration, metrics: Arc<Metrics>) -> Self {
+        let slots = Arc::new(Semaphore::new(max_connections.min(Semaphore::MAX_PERMITS)));
+        ConnectionLimits { slots, stall_timeout, metrics }
+    }
+}
+
 /// A listener on `addr` with room for bursts of connections.
 pub fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
     let socket = if addr.is_ipv4() { TcpSocket::new_v4() } else { TcpSocket::new_v6() }?;
@@ -50,19 +80,21 @@ pub fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
 pub fn serve_threads(
     listener: std::net::TcpListener,
     router: Router,
+    limits: ConnectionLimits,
     workers: usize,
     stop: tokio::sync::watch::Receiver<bool>,
 ) -> io::Result<()> {
     listener.set_nonblocking(true)?;
     let threads = (0..workers.max(1))
         .map(|worker| {
-            let (listener, router, mut stop) = (listener.try_clone()?, router.clone(), stop.clone());
+            let (listener, router, limits, mut stop) =
+                (listener.try_clone()?, router.clone(), limits.clone(), stop.clone());
             std::thread::Builder::new().name(format!("baton-worker-{worker}")).spawn(move || {
                 crate::providers::client::use_own_connections(worker);
                 let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
                 runtime.block_on(async move {
                     let listener = TcpListener::from_std(listener)?;
-                    serve(listener, router, async move {
+                    serve(listener, router, limits, async move {
                         let _ = stop.wait_for(|stop| *stop).await;
                     })
                     .await
@@ -77,43 +109,93 @@ pub fn serve_threads(
 }
 
 /// Serves `router` on `listener` until `shutdown` resolves, then stops
-/// accepting, lets idle connections go, and waits for the responses in flight.
+/// accepting, lets idle connections go, and waits for the responses in
+/// flight. Past the connection cap a new client is answered 503 at once.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
+    limits: ConnectionLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
     let graceful = GracefulShutdown::new();
     let mut shutdown = pin!(shutdown);
+    let mut accept_errors = 0u64;
     loop {
         let stream = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => stream,
                 Err(err) if is_per_connection(&err) => continue,
                 Err(err) => {
-                    tracing::warn!(error = %err, "cannot accept connections; retrying");
+                    // Logged once per burst: the first error, then the count when accepting works again.
+                    if accept_errors == 0 {
+                        tracing::warn!(error = %err, "cannot accept connections; retrying");
+                    }
+                    accept_errors = accept_errors.saturating_add(1);
                     tokio::time::sleep(ACCEPT_BACKOFF).await;
                     continue;
                 }
             },
             () = &mut shutdown => break,
         };
+        if accept_errors > 0 {
+            tracing::info!(failed_accepts = accept_errors, "accepting connections again");
+            accept_errors = 0;
+        }
         tune(&stream);
+        let Ok(slot) = Arc::clone(&limits.slots).try_acquire_owned() else {
+            limits.metrics.client_fault("connection_cap");
+            tokio::spawn(turn_away(stream));
+            continue;
+        };
+        let stall = ClientStall::default();
+        let io = StallGuard::new(stream, limits.stall_timeout, stall.clone());
+        let router = router.clone();
+        let service = tower::service_fn(move |mut request: axum::extract::Request<hyper::body::Incoming>| {
+            request.extensions_mut().insert(stall.clone());
+            router.clone().oneshot(request)
+        });
         let connection = http1::Builder::new()
             .max_buf_size(MAX_READ_BUFFER)
             .timer(TokioTimer::new())
             .header_read_timeout(HEADER_READ_TIMEOUT)
-            .serve_connection(TokioIo::new(stream), TowerToHyperService::new(router.clone()));
+            .serve_connection(TokioIo::new(io), TowerToHyperService::new(service));
         let connection = graceful.watch(connection);
+        let metrics = Arc::clone(&limits.metrics);
         tokio::spawn(async move {
             if let Err(err) = connection.await {
+                let stalled = std::error::Error::source(&err)
+                    .and_then(|source| source.downcast_ref::<io::Error>())
+                    .is_some_and(|io| io.kind() == io::ErrorKind::TimedOut);
+                if stalled {
+                    metrics.client_fault("client_stalled");
+                }
                 tracing::debug!(error = %err, "client connection ended with an error");
             }
+            drop(slot);
         });
     }
     drop(listener);
     graceful.shutdown().await;
     Ok(())
+}
+
+/// Answers a connection past the cap with a 503 in the OpenAI error shape,
+/// then lets the client's request go unread; never waits long.
+async fn turn_away(mut stream: TcpStream) {
+    let body = r#"{"error":{"message":"too many connections: this gateway is at its max_connections; retry shortly","type":"unavailable_error","code":"too_many_connections"}}"#;
+    let response = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let answer = async {
+        stream.write_all(response.as_bytes()).await?;
+        stream.shutdown().await?;
+        // Read what the client sent, so closing does not reset the answer away.
+        let mut sink = [0u8; 4096];
+        while stream.read(&mut sink).await? > 0 {}
+        io::Result::Ok(())
+    };
+    let _ = tokio::time::timeout(TURN_AWAY_TIMEOUT, answer).await;
 }
 
 /// Every token is a small write that must leave at once: with Nagle's

@@ -53,6 +53,14 @@ impl AppState {
         &self.engine
     }
 
+    /// What client connections are held to, from the config in force at
+    /// start (a new cap or stall timeout needs a restart, as `listen` does).
+    pub fn connection_limits(&self) -> super::server::ConnectionLimits {
+        let config = self.config();
+        let metrics = Arc::clone(self.engine.metrics());
+        super::server::ConnectionLimits::new(config.max_connections, config.client_stall_timeout, metrics)
+    }
+
     /// Per-route request counts.
     pub fn routes(&self) -> &Arc<RouteStats> {
         &self.routes
@@ -74,6 +82,10 @@ impl AppState {
         if next.listen != current.listen {
             tracing::warn!(listen = %current.listen, "a new listen address takes effect only on restart");
             next.listen = current.listen;
+        }
+        if (next.max_connections, next.client_stall_timeout) != (current.max_connections, current.client_stall_timeout)
+        {
+            tracing::warn!("new max_connections or client_stall_timeout_ms take effect only on restart");
         }
         self.engine.health().reconcile(next.providers.iter().map(|p| (p.name.as_str(), p.breaker)));
         let next = Arc::new(next);

@@ -2,7 +2,9 @@
 //! labels bounded to provider, route and outcome kinds: never raw error
 //! text, never anything a client chose.
 
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -29,6 +31,10 @@ pub const TOKENS: &str = "baton_tokens";
 pub const BREAKER_STATE: &str = "baton_breaker_state";
 /// Streams being relayed now, by provider.
 pub const INFLIGHT_STREAMS: &str = "baton_inflight_streams";
+
+/// Clients that misbehaved, by kind: `body_timeout`, `client_stalled`,
+/// `connection_cap`, `panic`.
+pub const CLIENT_FAULTS: &str = "baton_client_faults";
 
 /// Histogram buckets from 10 ms to 60 s, in seconds.
 const BUCKETS: [f64; 13] = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0];
@@ -63,6 +69,11 @@ struct RouteLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabel {
+    kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct TokenLabels {
     provider: String,
     direction: String,
@@ -87,6 +98,9 @@ pub struct Metrics {
     tokens: Family<TokenLabels, Counter>,
     breaker_state: Family<ProviderLabel, Gauge>,
     inflight: Family<ProviderLabel, Gauge>,
+    client_faults: Family<KindLabel, Counter>,
+    /// When a client fault was last logged, per kind, so a flood logs a line a second.
+    fault_logged: Mutex<HashMap<&'static str, Instant>>,
 }
 
 impl Default for Metrics {
@@ -107,6 +121,7 @@ impl Metrics {
         let tokens = Family::default();
         let breaker_state = Family::default();
         let inflight = Family::default();
+        let client_faults = Family::default();
         registry.register(REQUESTS, "Requests by route and outcome", requests.clone());
         registry.register(ATTEMPTS, "Upstream attempts by provider and outcome", attempts.clone());
         registry.register(FAILOVERS, "Moves to the next provider, by reason", failovers.clone());
@@ -115,7 +130,20 @@ impl Metrics {
         registry.register(TOKENS, "Tokens by provider and direction", tokens.clone());
         registry.register(BREAKER_STATE, "Circuit breaker: 0 closed, 1 half-open, 2 open", breaker_state.clone());
         registry.register(INFLIGHT_STREAMS, "Streams being relayed now", inflight.clone());
-        Metrics { registry, requests, attempts, failovers, ttft, duration, tokens, breaker_state, inflight }
+        registry.register(CLIENT_FAULTS, "Clients that misbehaved, by kind", client_faults.clone());
+        Metrics {
+            registry,
+            requests,
+            attempts,
+            failovers,
+            ttft,
+            duration,
+            tokens,
+            breaker_state,
+            inflight,
+            client_faults,
+            fault_logged: Mutex::new(HashMap::new()),
+        }
     }
 
     /// A request ended with `outcome`, after `duration`.
@@ -147,6 +175,25 @@ impl Metrics {
         for (direction, count) in [("input", input), ("output", output)] {
             let labels = TokenLabels { provider: provider.to_owned(), direction: direction.to_owned() };
             self.tokens.get_or_create(&labels).inc_by(count);
+        }
+    }
+
+    /// A client misbehaved (`kind` as in [`CLIENT_FAULTS`]): counted always,
+    /// logged at warn at most once a second per kind, with how many there
+    /// were in all, so a flood of them is visible without flooding the log.
+    pub fn client_fault(&self, kind: &'static str) {
+        let counter = self.client_faults.get_or_create(&KindLabel { kind });
+        counter.inc();
+        let now = Instant::now();
+        let due = self.fault_logged.lock().is_ok_and(|mut logged| {
+            let due = logged.get(kind).is_none_or(|last| now.duration_since(*last) >= Duration::from_secs(1));
+            if due {
+                logged.insert(kind, now);
+            }
+            due
+        });
+        if due {
+            tracing::warn!(kind, total = counter.get(), "client fault");
         }
     }
 

@@ -14,6 +14,8 @@ use crate::resilience::{ProviderHealth, Tally};
 
 /// How a request ended when nothing else was said: the client went away.
 const CLIENT_DISCONNECT: &str = "client_disconnect";
+/// How a request ended when its client stopped reading for the stall timeout.
+const CLIENT_STALLED: &str = "client_stalled";
 
 /// The per-request record; logs one line and updates metrics when dropped.
 pub struct RequestWatch {
@@ -27,6 +29,8 @@ pub struct RequestWatch {
     first_token: Option<Duration>,
     usage: Usage,
     outcome: Option<&'static str>,
+    /// Says whether the client stopped reading, for a request it abandoned.
+    stalled: Option<Box<dyn Fn() -> bool + Send>>,
 }
 
 impl RequestWatch {
@@ -43,7 +47,14 @@ impl RequestWatch {
             first_token: None,
             usage: Usage::default(),
             outcome: None,
+            stalled: None,
         }
+    }
+
+    /// `stalled` tells, when the answer is abandoned, whether the client
+    /// had stopped reading: then the request ends as `client_stalled`.
+    pub fn stalled_when(&mut self, stalled: impl Fn() -> bool + Send + 'static) {
+        self.stalled = Some(Box::new(stalled));
     }
 
     /// The request's id, for the response header.
@@ -75,7 +86,8 @@ impl RequestWatch {
 
 impl Drop for RequestWatch {
     fn drop(&mut self) {
-        let outcome = self.outcome.unwrap_or(CLIENT_DISCONNECT);
+        let stalled = self.stalled.as_ref().is_some_and(|stalled| stalled());
+        let outcome = self.outcome.unwrap_or(if stalled { CLIENT_STALLED } else { CLIENT_DISCONNECT });
         let latency = self.started.elapsed();
         if let Some(health) = &self.streaming {
             health.stream_ended();

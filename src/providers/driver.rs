@@ -57,18 +57,30 @@ pub async fn open(
         return Err(ProviderError::ContentType(content_type.to_owned()));
     }
     let bytes = response.into_body().map_err(|err| err.to_string());
-    Ok(decode(bytes, adapter.decoder()))
+    Ok(decode_capped(bytes, adapter.decoder(), upstream.max_event_bytes))
 }
 
-/// Runs a byte stream through the SSE parser and `decoder`. The stream ends
-/// after the first error, or after the decoder's end marker.
+/// Runs a byte stream through the SSE parser and `decoder`, with the default
+/// cap on one event's size. The stream ends after the first error, or after
+/// the decoder's end marker.
 pub fn decode<S, B, E>(bytes: S, decoder: Box<dyn Decoder>) -> EventStream
 where
     S: Stream<Item = Result<B, E>> + Send + 'static,
     B: Into<Bytes> + Send + 'static,
     E: Display + Send + 'static,
 {
-    let state = Decoding { sse: Box::pin(sse::events(bytes)), decoder, pending: VecDeque::new(), ended: false };
+    decode_capped(bytes, decoder, sse::DEFAULT_MAX_EVENT_BYTES)
+}
+
+/// [`decode`] with an event larger than `max_event_bytes` failing the stream.
+pub fn decode_capped<S, B, E>(bytes: S, decoder: Box<dyn Decoder>, max_event_bytes: usize) -> EventStream
+where
+    S: Stream<Item = Result<B, E>> + Send + 'static,
+    B: Into<Bytes> + Send + 'static,
+    E: Display + Send + 'static,
+{
+    let sse = Box::pin(sse::events(bytes, max_event_bytes));
+    let state = Decoding { sse, decoder, pending: VecDeque::new(), ended: false };
     Box::pin(futures_util::stream::unfold(state, Decoding::next))
 }
 

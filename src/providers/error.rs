@@ -70,6 +70,9 @@ pub enum ProviderError {
     /// The stream ended without the provider's end marker.
     #[error("stream ended without the provider's end marker")]
     Truncated,
+    /// One event passed the size cap (a line that never ends, most likely).
+    #[error("an event is larger than the limit of {0} bytes")]
+    EventTooLarge(usize),
 }
 
 impl ProviderError {
@@ -88,6 +91,7 @@ impl ProviderError {
             ProviderError::ErrorEvent(_) => "error_event",
             ProviderError::Io(_) => "stream_broken",
             ProviderError::Truncated => "truncated",
+            ProviderError::EventTooLarge(_) => "event_too_large",
         }
     }
 
@@ -95,6 +99,50 @@ impl ProviderError {
     /// client got wrong (a context-length error is the core's decision).
     pub fn is_failover(&self) -> bool {
         !matches!(self, ProviderError::BadRequest { .. })
+    }
+
+    /// What happened, without any text the provider wrote: safe for other
+    /// clients and for logs at info.
+    pub fn summary(&self) -> String {
+        match self {
+            ProviderError::Connect(_) => "connection failed".to_owned(),
+            ProviderError::RateLimited { .. } => "rate limited (http 429)".to_owned(),
+            ProviderError::Server { status, .. } => format!("provider error (http {status})"),
+            ProviderError::Auth { status, .. } => {
+                format!("provider rejected the gateway's credentials (http {status})")
+            }
+            ProviderError::BadRequest { status, .. } => format!("provider rejected the request (http {status})"),
+            ProviderError::Status { status, .. } => format!("unexpected http {status}"),
+            ProviderError::ContentType(_) => "the answer is not an event stream".to_owned(),
+            ProviderError::Malformed(_) => "undecodable event".to_owned(),
+            ProviderError::ErrorEvent(_) => "error event from provider".to_owned(),
+            ProviderError::Io(_) => "stream broke".to_owned(),
+            ProviderError::Truncated | ProviderError::EventTooLarge(_) => self.to_string(),
+        }
+    }
+
+    /// Removes `secret` (the key sent to this provider, which a provider may
+    /// echo) from every text the provider wrote.
+    pub fn redact(&mut self, secret: &str) {
+        if secret.is_empty() {
+            return;
+        }
+        let text = match self {
+            ProviderError::Connect(text)
+            | ProviderError::ContentType(text)
+            | ProviderError::Malformed(text)
+            | ProviderError::ErrorEvent(text)
+            | ProviderError::Io(text)
+            | ProviderError::RateLimited { message: text, .. }
+            | ProviderError::Server { message: text, .. }
+            | ProviderError::Auth { message: text, .. }
+            | ProviderError::BadRequest { message: text, .. }
+            | ProviderError::Status { message: text, .. } => text,
+            ProviderError::Truncated | ProviderError::EventTooLarge(_) => return,
+        };
+        if text.contains(secret) {
+            *text = text.replace(secret, "[redacted]");
+        }
     }
 
     /// Builds the error for a non-success status from the provider's body text.

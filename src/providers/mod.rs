@@ -78,6 +78,8 @@ pub struct Upstream<'a> {
     pub api_key: Option<&'a str>,
     /// The provider's model name.
     pub model: &'a str,
+    /// The largest SSE event read from the answer; a larger one fails it.
+    pub max_event_bytes: usize,
 }
 
 /// The translation one provider needs, and nothing else: the HTTP exchange

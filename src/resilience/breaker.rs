@@ -67,6 +67,9 @@ pub struct Breaker {
 pub struct Permit {
     breaker: Arc<Breaker>,
     probe: bool,
+    /// Given past an open breaker because no candidate was left: it settles
+    /// like a probe but holds no probe slot.
+    forced: bool,
     settled: bool,
 }
 
@@ -111,7 +114,23 @@ impl Breaker {
                 true
             }
         };
-        Some(Permit { breaker: Arc::clone(self), probe, settled: false })
+        Some(Permit { breaker: Arc::clone(self), probe, forced: false, settled: false })
+    }
+
+    /// Leave to try the provider whatever its state, for a request that has
+    /// no other candidate left: a route keeps answering when every breaker
+    /// of it is open, as Envoy's panic threshold keeps a cluster answering.
+    /// Its outcome decides like a probe's.
+    pub fn force_acquire(self: &Arc<Self>) -> Permit {
+        Permit { breaker: Arc::clone(self), probe: false, forced: true, settled: false }
+    }
+
+    /// When an open breaker lets its next probe through; now when it is not open.
+    pub fn recovers_at(&self) -> Instant {
+        match self.lock().phase {
+            Phase::Open { until } => until,
+            Phase::Closed | Phase::HalfOpen { .. } => Instant::now(),
+        }
     }
 
     /// Records a provider failure outside a permit's life (a committed stream
@@ -166,13 +185,13 @@ impl Permit {
     /// The provider answered: a probe's success closes the breaker.
     pub fn success(mut self) {
         self.settled = true;
-        self.breaker.succeed(&mut self.breaker.lock(), self.probe);
+        self.breaker.succeed(&mut self.breaker.lock(), self.probe || self.forced);
     }
 
     /// The provider failed: counts toward opening; a probe's failure re-opens.
     pub fn failure(mut self) {
         self.settled = true;
-        self.breaker.fail(&mut self.breaker.lock(), self.probe);
+        self.breaker.fail(&mut self.breaker.lock(), self.probe || self.forced);
     }
 
     /// The attempt committed. A probe has shown the provider is back and
@@ -180,7 +199,7 @@ impl Permit {
     /// when the answer ends (a long generation is not a failure, and a client
     /// that leaves settles nothing).
     pub fn commit(self) -> Option<Permit> {
-        if self.probe {
+        if self.probe || self.forced {
             self.success();
             None
         } else {
@@ -279,6 +298,25 @@ mod tests {
             fail_once(&breaker);
         }
         assert_eq!(breaker.state(), BreakerState::Open, "10 failures in the last 20 attempts is 50 %");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_forced_permit_decides_like_a_probe_without_taking_its_slot() {
+        let breaker = breaker();
+        (0..3).for_each(|_| fail_once(&breaker));
+        assert_eq!(breaker.recovers_at(), Instant::now() + Duration::from_secs(10));
+        breaker.force_acquire().failure();
+        assert_eq!(breaker.state(), BreakerState::Open, "a forced failure while open keeps it open");
+        assert_eq!(breaker.recovers_at(), Instant::now() + Duration::from_secs(10), "and the cooldown as it was");
+        tokio::time::advance(Duration::from_secs(10)).await;
+        let probe = breaker.try_acquire().expect("the probe");
+        drop(breaker.force_acquire());
+        assert!(breaker.try_acquire().is_none(), "a dropped forced permit leaves the probe's slot taken");
+        drop(probe);
+        breaker.force_acquire().failure();
+        assert_eq!(breaker.state(), BreakerState::Open, "a forced failure while half-open re-opens");
+        assert!(breaker.force_acquire().commit().is_none(), "a forced attempt settles at commit");
+        assert_eq!(breaker.state(), BreakerState::Closed, "and its success closes the breaker");
     }
 
     #[tokio::test(start_paused = true)]

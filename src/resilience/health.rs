@@ -48,6 +48,14 @@ impl ProviderHealth {
         }
     }
 
+    /// Forgets a `Retry-After` cooldown: an operator's reload says the
+    /// provider is to be tried again.
+    pub fn clear_rate_limit(&self) {
+        if let Ok(mut current) = self.rate_limited_until.lock() {
+            *current = None;
+        }
+    }
+
     /// When the provider's rate limit ends, if it has not yet.
     pub fn rate_limited_until(&self) -> Option<Instant> {
         let until = (*self.rate_limited_until.lock().ok()?)?;
@@ -130,7 +138,8 @@ impl Health {
     }
 
     /// Follows a reloaded config: providers that stay keep their state (with
-    /// their new breaker settings), new ones start fresh, removed ones go.
+    /// their new breaker settings, and without a `Retry-After` cooldown), new
+    /// ones start fresh, removed ones go.
     pub fn reconcile<'a>(&self, providers: impl IntoIterator<Item = (&'a str, BreakerSettings)>) {
         let Ok(mut current) = self.providers.write() else { return };
         let mut next = BTreeMap::new();
@@ -138,6 +147,7 @@ impl Health {
             let health = match current.remove(name) {
                 Some(kept) => {
                     kept.breaker.reconfigure(settings);
+                    kept.clear_rate_limit();
                     kept
                 }
                 None => Arc::new(ProviderHealth::new(name, settings)),
@@ -191,10 +201,12 @@ mod tests {
     fn a_reload_keeps_the_state_of_providers_that_stay() {
         let health = Health::new([("kept", BreakerSettings::default()), ("gone", BreakerSettings::default())]);
         health.provider("kept").record_attempt(Some("http_5xx"));
+        health.provider("kept").rate_limit_until(Instant::now() + Duration::from_secs(3600));
         health.reconcile([("kept", BreakerSettings::default()), ("new", BreakerSettings::default())]);
         let names: Vec<String> = health.providers().into_iter().map(|(name, _)| name).collect();
         assert_eq!(names, ["kept", "new"]);
         assert_eq!(health.provider("kept").attempts(1).failed, 1, "the kept provider remembers");
+        assert_eq!(health.provider("kept").rate_limited_until(), None, "but forgets its cooldown");
         assert_eq!(health.provider("new").attempts(1).total, 0);
     }
 }

@@ -3,6 +3,8 @@
 
 #![allow(dead_code, reason = "each test file uses a different part of the support module")]
 
+pub mod raw;
+
 use std::future::Future;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};

@@ -153,11 +153,24 @@ impl ChunkEncoder {
     /// Appends the end of a failed answer to `out`.
     pub fn write_failure(&self, failure: &Failure, out: &mut BytesMut) {
         let error = json!({ "error": {
-            "message": format!("the upstream stream failed after it started: {failure}"),
+            "message": format!("the upstream stream failed after it started: {}", failure.summary()),
             "type": "upstream_error",
             "code": failure.kind(),
         }});
         write_sse(&error, 256, out);
+    }
+
+    /// The error event that ends a stream whose relay panicked (what
+    /// panicked is in the log, with the request id).
+    pub fn panicked() -> Bytes {
+        let error = json!({ "error": {
+            "message": "the gateway failed while relaying this answer",
+            "type": "server_error",
+            "code": "internal_error",
+        }});
+        let mut out = BytesMut::new();
+        write_sse(&error, 128, &mut out);
+        out.freeze()
     }
 
     fn write_chunk(&self, choices: &[Choice<'_>], usage: Option<OpenAiUsage>, size: usize, out: &mut BytesMut) {

@@ -41,7 +41,7 @@ struct OpenAiUsage {
 impl From<Usage> for OpenAiUsage {
     fn from(usage: Usage) -> Self {
         let (prompt_tokens, completion_tokens) = (usage.input_tokens.unwrap_or(0), usage.output_tokens.unwrap_or(0));
-        OpenAiUsage { prompt_tokens, completion_tokens, total_tokens: prompt_tokens + completion_tokens }
+        OpenAiUsage { prompt_tokens, completion_tokens, total_tokens: prompt_tokens.saturating_add(completion_tokens) }
     }
 }
 
