@@ -105,7 +105,8 @@ impl ProviderError {
     /// clients and for logs at info.
     pub fn summary(&self) -> String {
         match self {
-            ProviderError::Connect(_) => "connection failed".to_owned(),
+            // baton's own client wrote these two, never the provider.
+            ProviderError::Connect(_) | ProviderError::Io(_) => self.to_string(),
             ProviderError::RateLimited { .. } => "rate limited (http 429)".to_owned(),
             ProviderError::Server { status, .. } => format!("provider error (http {status})"),
             ProviderError::Auth { status, .. } => {
@@ -116,7 +117,6 @@ impl ProviderError {
             ProviderError::ContentType(_) => "the answer is not an event stream".to_owned(),
             ProviderError::Malformed(_) => "undecodable event".to_owned(),
             ProviderError::ErrorEvent(_) => "error event from provider".to_owned(),
-            ProviderError::Io(_) => "stream broke".to_owned(),
             ProviderError::Truncated | ProviderError::EventTooLarge(_) => self.to_string(),
         }
     }
