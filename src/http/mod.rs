@@ -6,7 +6,7 @@ mod admin;
 mod chat;
 pub mod egress;
 mod error;
-mod ingress;
+pub mod ingress;
 pub mod server;
 mod state;
 
