@@ -1,5 +1,8 @@
 //! The client's dialect: OpenAI Chat Completions requests, checked and turned
 //! into the normalised [`ChatRequest`] before anything goes upstream.
+//!
+//! Public only so `tests/fuzz.rs` can feed [`parse`] arbitrary bodies directly;
+//! nothing outside the HTTP layer calls it.
 
 use serde::Deserialize;
 use serde_json::Value;

@@ -6,7 +6,7 @@ mod admin;
 mod chat;
 pub mod egress;
 mod error;
-mod ingress;
+pub mod ingress;
 mod panic;
 pub mod server;
 mod stall;

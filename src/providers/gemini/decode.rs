@@ -80,7 +80,9 @@ impl Decoder for GeminiDecoder {
         }
         let mut events = Vec::new();
         let mut finish = None;
-        if let Some(candidate) = response.candidates.into_iter().next() {
+        // Once the answer is over, a later event may bring only its usage.
+        let candidate = response.candidates.into_iter().next().filter(|_| !self.finished);
+        if let Some(candidate) = candidate {
             for part in candidate.content.map(|c| c.parts).unwrap_or_default() {
                 if let Some(text) = part.text.filter(|text| !text.is_empty() && !part.thought) {
                     events.push(Event::Text(text));

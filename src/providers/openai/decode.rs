@@ -65,7 +65,9 @@ impl Decoder for OpenAiDecoder {
             return Err(ProviderError::ErrorEvent(detail.unwrap_or(&sse.data).to_owned()));
         }
         let mut events = Vec::new();
-        for choice in chunk.choices.into_iter().take(1) {
+        // Once the answer is over, a later chunk may bring only its usage.
+        let choice = chunk.choices.into_iter().next().filter(|_| !self.finished);
+        if let Some(choice) = choice {
             if let Some(text) = choice.delta.content.filter(|text| !text.is_empty()) {
                 events.push(Event::Text(text));
             }
@@ -78,7 +80,7 @@ impl Decoder for OpenAiDecoder {
                     arguments: arguments.unwrap_or_default(),
                 }));
             }
-            if let Some(reason) = choice.finish_reason.filter(|_| !self.finished) {
+            if let Some(reason) = choice.finish_reason {
                 self.finished = true;
                 events.push(Event::Finish(finish_reason(&reason)));
             }
