@@ -163,3 +163,44 @@ async fn bytes_a_provider_sends_after_its_answer_never_become_the_next_answer() 
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_providers_words_never_reach_other_clients_and_its_echoed_key_never_anyone() {
+    within(HARD_LIMIT, async {
+        let status_with = |status: &'static str, message: &'static str| {
+            move |_: usize| {
+                let body = format!(r#"{{"error":{{"message":"{message}"}}}}"#);
+                let head = format!(
+                    "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                vec![Step::Write(head.into_bytes())]
+            }
+        };
+        let echo = RawProvider::start(status_with("401 Unauthorized", "bad key sk-live-secret-4242 for user alice")).await;
+        let broken = RawProvider::start(status_with("503 Service Unavailable", "db at 10.0.0.7 said: prompt was ...")).await;
+        let text = format!(
+            "{}\napi_key = \"sk-live-secret-4242\"\n\n{}[[routes]]\nmodel = \"chat\"\ntargets = [{{ provider = \"echo\", model = \"m\" }}, {{ provider = \"broken\", model = \"m\" }}]\n",
+            provider_toml("echo", ProviderKind::OpenAi, &format!("{}/v1", echo.url)).trim_end(),
+            provider_toml("broken", ProviderKind::OpenAi, &format!("{}/v1", broken.url)),
+        );
+        let proxy = Proxy::start(&text).await;
+        let got = post_chat(&proxy, &chat_body(true)).await;
+        assert_eq!(got.status, 502, "{}", got.raw);
+        for foreign in ["sk-live-secret", "alice", "10.0.0.7", "prompt was"] {
+            assert!(!got.raw.contains(foreign), "{foreign:?} reached the client: {}", got.raw);
+        }
+        assert!(got.raw.contains("http_auth") && got.raw.contains("http 401"), "class and status stay: {}", got.raw);
+        assert!(got.raw.contains("http_5xx") && got.raw.contains("http 503"), "{}", got.raw);
+
+        let rejecting =
+            RawProvider::start(status_with("400 Bad Request", "max_tokens too large for key sk-live-secret-4242")).await;
+        let text = text.replace(&echo.url, &rejecting.url);
+        let proxy = Proxy::start(&text).await;
+        let got = post_chat(&proxy, &chat_body(true)).await;
+        assert_eq!(got.status, 400, "a rejected request is the client's own: {}", got.raw);
+        assert!(got.raw.contains("max_tokens too large"), "its own error comes back: {}", got.raw);
+        assert!(!got.raw.contains("sk-live-secret"), "but never the key: {}", got.raw);
+    })
+    .await;
+}

@@ -176,3 +176,29 @@ async fn an_https_provider_that_does_not_speak_tls_fails_with_a_tls_error() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn idle_connections_are_closed_after_the_idle_timeout_without_more_traffic() {
+    within(HARD_LIMIT, async {
+        let provider = support::raw::RawProvider::start(|_| {
+            vec![support::raw::Step::Write(support::raw::chunked_answer(&format!(
+                "{}{}",
+                support::raw::openai_text("hi"),
+                support::raw::openai_end()
+            )))]
+        })
+        .await;
+        let client = baton::providers::client::Client::new(8, Duration::from_millis(200)).expect("client");
+        let request = http::Request::post(format!("{}/v1/chat/completions", provider.url))
+            .body(bytes::Bytes::from_static(b"{}"))
+            .expect("request");
+        let response = client.send(request).await.expect("an answer");
+        let mut body = response.into_body();
+        while futures_util::StreamExt::next(&mut body).await.is_some() {}
+        drop(body);
+        assert_eq!(provider.ended(), 0, "the connection is kept for the next request");
+        let closed = support::eventually(Duration::from_secs(5), || async { provider.ended() == 1 }).await;
+        assert!(closed, "the idle connection was closed by the reaper, with no request to notice it");
+    })
+    .await;
+}

@@ -206,3 +206,21 @@ pub async fn read_response(response: reqwest::Response, started: Instant) -> Rec
         total,
     }
 }
+
+/// Polls `check` every 20 ms until it holds or `limit` passes; whether it held.
+pub async fn eventually<F, Fut>(limit: Duration, check: F) -> bool
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let started = Instant::now();
+    loop {
+        if check().await {
+            return true;
+        }
+        if started.elapsed() >= limit {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -30,6 +30,8 @@ pub struct RawProvider {
     pub url: String,
     accepted: Arc<AtomicUsize>,
     requests: Arc<AtomicUsize>,
+    broken: Arc<AtomicUsize>,
+    ended: Arc<AtomicUsize>,
 }
 
 impl RawProvider {
@@ -37,17 +39,28 @@ impl RawProvider {
     pub async fn start(script: impl Fn(usize) -> Vec<Step> + Send + Sync + 'static) -> RawProvider {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let url = format!("http://{}", listener.local_addr().expect("addr"));
-        let (accepted, requests) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-        let (accepted_count, request_count) = (Arc::clone(&accepted), Arc::clone(&requests));
+        let (accepted, requests, broken, ended): (
+            Arc<AtomicUsize>,
+            Arc<AtomicUsize>,
+            Arc<AtomicUsize>,
+            Arc<AtomicUsize>,
+        ) = Default::default();
+        let counts = (Arc::clone(&accepted), Arc::clone(&requests), Arc::clone(&broken), Arc::clone(&ended));
         let script = Arc::new(script);
         tokio::spawn(async move {
             while let Ok((socket, _)) = listener.accept().await {
-                accepted_count.fetch_add(1, Ordering::SeqCst);
-                let (script, requests) = (Arc::clone(&script), Arc::clone(&request_count));
-                tokio::spawn(serve(socket, move || script(requests.fetch_add(1, Ordering::SeqCst))));
+                counts.0.fetch_add(1, Ordering::SeqCst);
+                let (script, requests) = (Arc::clone(&script), Arc::clone(&counts.1));
+                let (broken, ended) = (Arc::clone(&counts.2), Arc::clone(&counts.3));
+                tokio::spawn(async move {
+                    if serve(socket, move || script(requests.fetch_add(1, Ordering::SeqCst))).await.is_err() {
+                        broken.fetch_add(1, Ordering::SeqCst);
+                    }
+                    ended.fetch_add(1, Ordering::SeqCst);
+                });
             }
         });
-        RawProvider { url, accepted, requests }
+        RawProvider { url, accepted, requests, broken, ended }
     }
 
     /// Connections accepted so far.
@@ -59,9 +72,20 @@ impl RawProvider {
     pub fn requests(&self) -> usize {
         self.requests.load(Ordering::SeqCst)
     }
+
+    /// Connections that are over, however they ended.
+    pub fn ended(&self) -> usize {
+        self.ended.load(Ordering::SeqCst)
+    }
+
+    /// Connections the peer closed while an answer was being written.
+    pub fn broken(&self) -> usize {
+        self.broken.load(Ordering::SeqCst)
+    }
 }
 
-async fn serve(mut socket: TcpStream, next: impl Fn() -> Vec<Step>) {
+/// Answers requests until the peer leaves; an error when it left mid-answer.
+async fn serve(mut socket: TcpStream, next: impl Fn() -> Vec<Step>) -> std::io::Result<()> {
     while read_request(&mut socket).await {
         for step in next() {
             let written = match step {
@@ -75,13 +99,12 @@ async fn serve(mut socket: TcpStream, next: impl Fn() -> Vec<Step>) {
                         break Err(err);
                     }
                 },
-                Step::Close => return,
+                Step::Close => return Ok(()),
             };
-            if written.is_err() {
-                return;
-            }
+            written?;
         }
     }
+    Ok(())
 }
 
 /// Reads one request (head and `content-length` body); false at EOF.

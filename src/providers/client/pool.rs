@@ -8,8 +8,8 @@
 //! cost a cross-thread wake-up per read.
 
 use std::cell::Cell;
-use std::collections::{HashMap, VecDeque};
-use std::sync::{Mutex, PoisonError};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use super::{Connection, Origin};
@@ -32,11 +32,52 @@ pub(super) struct Pool {
     idle: Mutex<HashMap<(usize, Origin), VecDeque<Connection>>>,
     max_per_origin: usize,
     idle_timeout: Duration,
+    /// The owners whose runtime runs a reaper for their idle connections.
+    reaping: Mutex<HashSet<usize>>,
 }
 
 impl Pool {
     pub(super) fn new(max_per_origin: usize, idle_timeout: Duration) -> Self {
-        Pool { idle: Mutex::new(HashMap::new()), max_per_origin, idle_timeout }
+        let reaping = Mutex::new(HashSet::new());
+        Pool { idle: Mutex::new(HashMap::new()), max_per_origin, idle_timeout, reaping }
+    }
+
+    /// Closes this thread's idle connections older than the idle timeout,
+    /// so connections left after a burst do not hold descriptors forever.
+    fn reap(&self, owner: usize) {
+        let expired: Vec<Connection> = {
+            let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut expired = Vec::new();
+            for (_, queue) in idle.iter_mut().filter(|((queue_owner, _), _)| *queue_owner == owner) {
+                let fresh = queue.iter().position(|conn| conn.idle_for() <= self.idle_timeout).unwrap_or(queue.len());
+                expired.extend(queue.drain(..fresh));
+            }
+            idle.retain(|_, queue| !queue.is_empty());
+            expired
+        };
+        drop(expired);
+    }
+
+    /// Starts, on the runtime that drives this thread's connections, a task
+    /// that reaps them every idle timeout, unless one already runs; it ends
+    /// with the pool or the runtime.
+    fn ensure_reaper(self: &Arc<Self>, owner: usize) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        if !self.reaping.lock().unwrap_or_else(PoisonError::into_inner).insert(owner) {
+            return;
+        }
+        let pool = Arc::downgrade(self);
+        let every = self.idle_timeout.max(Duration::from_millis(10));
+        runtime.spawn(async move {
+            let _running = ReaperGuard { pool: Weak::clone(&pool), owner };
+            let mut tick = tokio::time::interval(every);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                let Some(pool) = pool.upgrade() else { return };
+                pool.reap(owner);
+            }
+        });
     }
 
     /// The newest idle connection to `origin` that is still open.
@@ -59,7 +100,8 @@ impl Pool {
 
     /// Keeps `conn` for the next request to `origin`, dropping the oldest
     /// when there are already enough.
-    pub(super) fn put(&self, origin: Origin, conn: Connection) {
+    pub(super) fn put(self: &Arc<Self>, origin: Origin, conn: Connection) {
+        self.ensure_reaper(OWNER.get());
         let evicted = {
             let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
             let queue = idle.entry((OWNER.get(), origin)).or_default();
@@ -67,5 +109,20 @@ impl Pool {
             (queue.len() > self.max_per_origin).then(|| queue.pop_front()).flatten()
         };
         drop(evicted);
+    }
+}
+
+/// Marks a reaper as gone when its task ends (its runtime shut down), so
+/// the next connection kept starts another.
+struct ReaperGuard {
+    pool: Weak<Pool>,
+    owner: usize,
+}
+
+impl Drop for ReaperGuard {
+    fn drop(&mut self) {
+        if let Some(pool) = self.pool.upgrade() {
+            pool.reaping.lock().unwrap_or_else(PoisonError::into_inner).remove(&self.owner);
+        }
     }
 }

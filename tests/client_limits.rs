@@ -1,0 +1,147 @@
+//! What a client can hold, and for how long: a body that trickles in, a
+//! declared body over the limit, a client that stops reading, and more
+//! connections than the cap each get a clear answer or are let go — never
+//! a wait without end.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use baton::mock::{MockHandle, MockProvider};
+use baton::providers::ProviderKind;
+use support::raw::{RawProvider, SSE_HEAD, Step, openai_text};
+use support::{Proxy, chat_body, mocks_toml, route_toml, within};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpSocket, TcpStream};
+
+const HARD_LIMIT: Duration = Duration::from_secs(30);
+
+async fn proxy(top: &str, provider: &MockHandle) -> Proxy {
+    Proxy::start(&format!("{top}\n{}", mocks_toml(&[("p", provider)], 5000, 5000))).await
+}
+
+/// Sends `head` (and nothing more) and reads whatever comes back until the
+/// proxy closes the connection.
+async fn send_and_read(proxy: &Proxy, head: &str) -> String {
+    let mut socket = TcpStream::connect(proxy.addr).await.expect("connect");
+    socket.write_all(head.as_bytes()).await.expect("write");
+    let mut answer = Vec::new();
+    let _ = socket.read_to_end(&mut answer).await;
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+fn chat_head(content_length: usize) -> String {
+    format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: baton\r\ncontent-type: application/json\r\ncontent-length: {content_length}\r\n\r\n"
+    )
+}
+
+#[tokio::test]
+async fn a_body_that_trickles_in_is_answered_408_at_the_body_timeout() {
+    within(HARD_LIMIT, async {
+        let provider = MockProvider::openai().spawn().await.expect("mock");
+        let proxy = proxy("body_read_timeout_ms = 300", &provider).await;
+        let started = Instant::now();
+        let socket = TcpStream::connect(proxy.addr).await.expect("connect");
+        let (mut reader, mut writer) = socket.into_split();
+        writer.write_all(chat_head(1000).as_bytes()).await.expect("write");
+        let trickle = async {
+            for _ in 0..100 {
+                if writer.write_all(b" ").await.is_err() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        };
+        let mut answer = vec![0u8; 4096];
+        let read = tokio::select! {
+            () = trickle => panic!("the proxy kept reading a trickling body for 10 s"),
+            read = async { tokio::time::sleep(Duration::from_millis(50)).await; reader.read(&mut answer).await } => read,
+        };
+        let answer = String::from_utf8_lossy(&answer[..read.expect("an answer")]).into_owned();
+        assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+        assert!(answer.contains("\"code\":\"body_timeout\""), "an OpenAI-shaped error: {answer}");
+        assert!(started.elapsed() < Duration::from_secs(5), "answered near the timeout, took {:?}", started.elapsed());
+        let metrics = reqwest::get(proxy.url("/metrics")).await.unwrap().text().await.unwrap();
+        assert!(metrics.contains("baton_client_faults_total{kind=\"body_timeout\"} 1"), "{metrics}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_declared_body_over_the_limit_is_refused_before_it_is_read() {
+    within(HARD_LIMIT, async {
+        let provider = MockProvider::openai().spawn().await.expect("mock");
+        let proxy = proxy("max_body_bytes = 1000", &provider).await;
+        let started = Instant::now();
+        let answer = send_and_read(&proxy, &format!("{}{{\"model\":", chat_head(100_000_000))).await;
+        assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+        assert!(answer.contains("request_too_large"), "{answer}");
+        assert!(started.elapsed() < Duration::from_secs(5), "refused at once, took {:?}", started.elapsed());
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_client_that_stops_reading_is_dropped_with_its_upstream() {
+    within(HARD_LIMIT, async {
+        let flood = RawProvider::start(|_| {
+            let words = openai_text("words that fill every socket buffer between the provider and the client ");
+            vec![Step::Write(SSE_HEAD.to_vec()), Step::Flood(words.repeat(64).into_bytes())]
+        })
+        .await;
+        let proxy = Proxy::start(&format!(
+            "client_stall_timeout_ms = 500\n{}",
+            route_toml(&[("p", ProviderKind::OpenAi, format!("{}/v1", flood.url))], 5000, 5000)
+        ))
+        .await;
+        let socket = TcpSocket::new_v4().expect("socket");
+        socket.set_recv_buffer_size(4096).expect("small receive buffer");
+        let mut client = socket.connect(proxy.addr).await.expect("connect");
+        let body = chat_body(true).to_string();
+        client.write_all(format!("{}{body}", chat_head(body.len())).as_bytes()).await.expect("write");
+        let mut first = [0u8; 256];
+        let read = client.read(&mut first).await.expect("the answer starts");
+        assert!(String::from_utf8_lossy(&first[..read]).starts_with("HTTP/1.1 200"));
+        // From here on the client reads nothing.
+        let dropped = support::eventually(Duration::from_secs(20), || async { flood.broken() == 1 }).await;
+        assert!(dropped, "the provider's connection was closed once the client stalled");
+        let metrics = reqwest::get(proxy.url("/metrics")).await.unwrap().text().await.unwrap();
+        assert!(metrics.contains("baton_client_faults_total{kind=\"client_stalled\"} 1"), "{metrics}");
+        assert!(metrics.contains("outcome=\"client_stalled\""), "the request ended as client_stalled: {metrics}");
+        drop(client);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn connections_past_the_cap_are_answered_503_at_once() {
+    within(HARD_LIMIT, async {
+        let provider = MockProvider::openai().spawn().await.expect("mock");
+        let proxy = proxy("max_connections = 2", &provider).await;
+        let mut held = Vec::new();
+        for _ in 0..2 {
+            let mut socket = TcpStream::connect(proxy.addr).await.expect("connect");
+            socket.write_all(b"GET /healthz HTTP/1.1\r\nhost: baton\r\n\r\n").await.expect("write");
+            let mut ok = [0u8; 64];
+            let read = socket.read(&mut ok).await.expect("served");
+            assert!(String::from_utf8_lossy(&ok[..read]).starts_with("HTTP/1.1 200"));
+            held.push(socket);
+        }
+        let started = Instant::now();
+        let answer = send_and_read(&proxy, "GET /healthz HTTP/1.1\r\nhost: baton\r\n\r\n").await;
+        assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+        assert!(answer.to_ascii_lowercase().contains("retry-after: 1"), "{answer}");
+        assert!(answer.contains("too_many_connections"), "an OpenAI-shaped error: {answer}");
+        assert!(started.elapsed() < Duration::from_secs(2), "never left hanging, took {:?}", started.elapsed());
+        drop(held);
+        let served = support::eventually(Duration::from_secs(5), || async {
+            reqwest::get(proxy.url("/healthz")).await.is_ok_and(|r| r.status() == 200)
+        })
+        .await;
+        assert!(served, "a freed slot serves the next client");
+    })
+    .await;
+}
