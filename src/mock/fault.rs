@@ -54,11 +54,14 @@ pub enum Fault {
     /// Answer correctly, then, if the connection is still idle 20 ms later,
     /// write a second whole response on it that no request asked for.
     StrayResponse,
+    /// Answer correctly, with a second whole response that no request asked
+    /// for right behind it, in the same write.
+    TrailingResponse,
 }
 
 impl Fault {
     /// Every fault a simulated provider can inject.
-    pub const ALL: [Fault; 23] = [
+    pub const ALL: [Fault; 24] = [
         Fault::Refuse,
         Fault::Http5xx,
         Fault::Http429,
@@ -82,6 +85,7 @@ impl Fault {
         Fault::OverflowUsage,
         Fault::RetryAfterOverflow,
         Fault::StrayResponse,
+        Fault::TrailingResponse,
     ];
 
     /// The class name used on the command line and in DESIGN.md.
@@ -110,6 +114,7 @@ impl Fault {
             Fault::OverflowUsage => "overflow_usage",
             Fault::RetryAfterOverflow => "retry_after_overflow",
             Fault::StrayResponse => "stray_response",
+            Fault::TrailingResponse => "trailing_response",
         }
     }
 

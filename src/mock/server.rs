@@ -65,11 +65,7 @@ async fn connection(mut socket: TcpStream, shared: Arc<Shared>) {
         let exchange = Exchange { shared: &shared, request: &request, writer: &mut writer };
         match exchange.respond(fault, &mut reader).await {
             Ok(Next::KeepAlive) if fault == Some(Fault::StrayResponse) => {
-                let provider = &shared.provider;
-                let words = Words::stray(provider, &request);
-                let model = model_of(provider.kind, &request);
-                let stray = misbehave::stray_response(provider.kind, &model, provider.tokens, |i| words.token(i));
-                if misbehave::write_stray(&mut socket, &stray).await.is_err() {
+                if misbehave::write_stray(&mut socket, &stray(&shared.provider, &request)).await.is_err() {
                     return;
                 }
             }
@@ -81,6 +77,13 @@ async fn connection(mut socket: TcpStream, shared: Arc<Shared>) {
             }
         }
     }
+}
+
+/// A whole response no request asked for, in words foreign to every request.
+fn stray(provider: &MockProvider, request: &RecordedRequest) -> String {
+    let words = Words::stray(provider, request);
+    let model = model_of(provider.kind, request);
+    misbehave::stray_response(provider.kind, &model, provider.tokens, |i| words.token(i))
 }
 
 /// What is kept of a request: all of it, or with `slim_records` only its path and fault.
@@ -186,7 +189,8 @@ impl Exchange<'_, '_> {
         self.writer
             .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n")
             .await?;
-        let mut out = Chunked { writer: self.writer, reader };
+        let trailer = (fault == Some(Fault::TrailingResponse)).then(|| stray(provider, self.request));
+        let mut out = Chunked { writer: self.writer, reader, trailer };
         match fault {
             Some(Fault::StallFirstToken) => return Ok(wait_peer_closed(out.reader).await),
             Some(Fault::CloseBeforeToken) => return Ok(Next::Close),
@@ -289,6 +293,8 @@ async fn end_of_answer(
 struct Chunked<'a, 'w, 'r> {
     writer: &'a mut WriteHalf<'w>,
     reader: &'a mut ReadHalf<'r>,
+    /// Bytes written right behind the end of the body, in the same write.
+    trailer: Option<String>,
 }
 
 impl Chunked<'_, '_, '_> {
@@ -298,7 +304,8 @@ impl Chunked<'_, '_, '_> {
     }
 
     async fn end(&mut self) -> std::io::Result<()> {
-        self.writer.write_all(b"0\r\n\r\n").await
+        let trailer = self.trailer.take().unwrap_or_default();
+        self.writer.write_all(format!("0\r\n\r\n{trailer}").as_bytes()).await
     }
 
     /// Waits `delay`; true if the client closed the connection meanwhile.
