@@ -2,8 +2,11 @@
 //! format over real TCP. The same code drives the tests, the benchmarks,
 //! `baton demo` and `baton mock`.
 
+mod fault;
+mod misbehave;
 mod server;
 pub mod wire;
+mod words;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -15,95 +18,7 @@ use tokio::sync::watch;
 
 use crate::providers::ProviderKind;
 
-/// A way for a simulated provider to misbehave: the fault classes of DESIGN.md §3.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Fault {
-    /// Accept the connection and close it at once, without an answer.
-    Refuse,
-    /// Answer 503 with a JSON error body.
-    Http5xx,
-    /// Answer 429 with `Retry-After`.
-    Http429,
-    /// Accept the request and never answer.
-    StallHeaders,
-    /// Send 200 and SSE headers, then nothing.
-    StallFirstToken,
-    /// Send the provider's pre-token events (role chunk, `message_start`, ping), then nothing.
-    RoleThenStall,
-    /// Send 200 and SSE headers, then close the connection.
-    CloseBeforeToken,
-    /// Send an event no decoder can read.
-    Malformed,
-    /// Send the provider's error event before any token.
-    ErrorEvent,
-    /// Answer correctly, but only after [`MockProvider::slow_first_token`].
-    SlowFirstToken,
-    /// Send a few tokens, then nothing.
-    MidstreamStall,
-    /// Send a few tokens, then end the body without the end marker.
-    MidstreamClose,
-    /// Send a few tokens, then an event no decoder can read.
-    MidstreamMalformed,
-    /// Send a few tokens, then the provider's error event.
-    MidstreamErrorEvent,
-    /// Answer 200 with a JSON body instead of an event stream.
-    NotSse,
-    /// Answer 400: the request itself is wrong, and no other provider would take it.
-    BadRequest,
-    /// Answer 400 with the provider's own words for a prompt over the context window.
-    ContextLength,
-}
-
-impl Fault {
-    /// Every fault a simulated provider can inject.
-    pub const ALL: [Fault; 17] = [
-        Fault::Refuse,
-        Fault::Http5xx,
-        Fault::Http429,
-        Fault::StallHeaders,
-        Fault::StallFirstToken,
-        Fault::RoleThenStall,
-        Fault::CloseBeforeToken,
-        Fault::Malformed,
-        Fault::ErrorEvent,
-        Fault::SlowFirstToken,
-        Fault::MidstreamStall,
-        Fault::MidstreamClose,
-        Fault::MidstreamMalformed,
-        Fault::MidstreamErrorEvent,
-        Fault::NotSse,
-        Fault::BadRequest,
-        Fault::ContextLength,
-    ];
-
-    /// The class name used on the command line and in DESIGN.md.
-    pub fn name(self) -> &'static str {
-        match self {
-            Fault::Refuse => "refuse",
-            Fault::Http5xx => "http_5xx",
-            Fault::Http429 => "http_429",
-            Fault::StallHeaders => "stall_headers",
-            Fault::StallFirstToken => "stall_first_token",
-            Fault::RoleThenStall => "role_then_stall",
-            Fault::CloseBeforeToken => "close_before_token",
-            Fault::Malformed => "malformed",
-            Fault::ErrorEvent => "error_event",
-            Fault::SlowFirstToken => "slow_first_token",
-            Fault::MidstreamStall => "midstream_stall",
-            Fault::MidstreamClose => "midstream_close",
-            Fault::MidstreamMalformed => "midstream_malformed",
-            Fault::MidstreamErrorEvent => "midstream_error_event",
-            Fault::NotSse => "not_sse",
-            Fault::BadRequest => "bad_request",
-            Fault::ContextLength => "context_length",
-        }
-    }
-
-    /// Parses a class name.
-    pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|fault| fault.name() == name)
-    }
-}
+pub use fault::Fault;
 
 /// How a provider continues a partial answer it finds in the request (its
 /// own marker words, sent back by a gateway resuming a broken stream).
@@ -157,6 +72,8 @@ pub struct MockProvider {
     continuation: Continuation,
     rejects_prefill: bool,
     tool_call: bool,
+    nonce_words: bool,
+    slim_records: bool,
 }
 
 impl MockProvider {
@@ -178,6 +95,8 @@ impl MockProvider {
             continuation: Continuation::Clean,
             rejects_prefill: false,
             tool_call: false,
+            nonce_words: false,
+            slim_records: false,
         }
     }
 
@@ -283,6 +202,25 @@ impl MockProvider {
     /// Calls a tool (`get_weather`) before its text.
     pub fn tool_call(mut self) -> Self {
         self.tool_call = true;
+        self
+    }
+
+    /// Writes each answer in words that name the request they answer: for a
+    /// request whose body holds `nonce=<letters and digits>`, word `i` is
+    /// `<nonce>.<marker>.<i>`. A partial answer of that nonce found in the
+    /// request (a gateway resuming a broken stream, whoever wrote it) is
+    /// continued from its next word, and a [`Continuation`] that repeats
+    /// repeats its words as they were written, so a correct splice yields
+    /// every word of one nonce once, in order.
+    pub fn nonce_words(mut self) -> Self {
+        self.nonce_words = true;
+        self
+    }
+
+    /// Records only the path and the fault of each request (no headers or
+    /// body), so a long benchmark run does not hold every request it served.
+    pub fn slim_records(mut self) -> Self {
+        self.slim_records = true;
         self
     }
 

@@ -10,7 +10,8 @@ use tokio::net::tcp::{ReadHalf, WriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
-use super::{Fault, MockProvider, RecordedRequest, Schedule, wire};
+use super::words::Words;
+use super::{Fault, MockProvider, RecordedRequest, Schedule, misbehave, wire};
 use crate::providers::ProviderKind;
 
 const MAX_REQUEST_BYTES: usize = 16 * 1024 * 1024;
@@ -57,12 +58,17 @@ async fn connection(mut socket: TcpStream, shared: Arc<Shared>) {
         let fault = {
             let Ok(mut requests) = shared.requests.lock() else { return };
             let fault = shared.next_fault(requests.len());
-            requests.push(RecordedRequest { fault, ..request.clone() });
+            requests.push(record(&shared.provider, &request, fault));
             fault
         };
         let (mut reader, mut writer) = socket.split();
         let exchange = Exchange { shared: &shared, request: &request, writer: &mut writer };
         match exchange.respond(fault, &mut reader).await {
+            Ok(Next::KeepAlive) if fault == Some(Fault::StrayResponse) => {
+                if misbehave::write_stray(&mut socket, &stray(&shared.provider, &request)).await.is_err() {
+                    return;
+                }
+            }
             Ok(Next::KeepAlive) => {}
             Ok(Next::Close) | Err(_) => return,
             Ok(Next::PeerClosed) => {
@@ -70,6 +76,22 @@ async fn connection(mut socket: TcpStream, shared: Arc<Shared>) {
                 return;
             }
         }
+    }
+}
+
+/// A whole response no request asked for, in words foreign to every request.
+fn stray(provider: &MockProvider, request: &RecordedRequest) -> String {
+    let words = Words::stray(provider, request);
+    let model = model_of(provider.kind, request);
+    misbehave::stray_response(provider.kind, &model, provider.tokens, |i| words.token(i))
+}
+
+/// What is kept of a request: all of it, or with `slim_records` only its path and fault.
+fn record(provider: &MockProvider, request: &RecordedRequest, fault: Option<Fault>) -> RecordedRequest {
+    if provider.slim_records {
+        RecordedRequest { path: request.path.clone(), headers: HashMap::new(), body: serde_json::Value::Null, fault }
+    } else {
+        RecordedRequest { fault, ..request.clone() }
     }
 }
 
@@ -119,6 +141,10 @@ impl Exchange<'_, '_> {
                 )
                 .await
             }
+            Some(Fault::RetryAfterOverflow) => {
+                let header = [("retry-after", misbehave::RETRY_AFTER_OVERFLOW)];
+                self.json_response(429, "Too Many Requests", "mock429 rate limit reached", &header).await
+            }
             Some(Fault::NotSse) => self.json_response(200, "OK", "mockjson a whole answer, not a stream", &[]).await,
             Some(Fault::BadRequest) => {
                 self.json_response(400, "Bad Request", "mockbad temperature must be at most 2", &[]).await
@@ -163,20 +189,30 @@ impl Exchange<'_, '_> {
         self.writer
             .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n")
             .await?;
-        let mut out = Chunked { writer: self.writer, reader };
+        let trailer = (fault == Some(Fault::TrailingResponse)).then(|| stray(provider, self.request));
+        let mut out = Chunked { writer: self.writer, reader, trailer };
         match fault {
             Some(Fault::StallFirstToken) => return Ok(wait_peer_closed(out.reader).await),
             Some(Fault::CloseBeforeToken) => return Ok(Next::Close),
+            Some(Fault::DataFlood) => {
+                misbehave::flood(out.writer).await?;
+                return Ok(Next::Close);
+            }
             _ => {}
         }
         for event in wire::preamble(kind, &model) {
             out.send(&event).await?;
         }
-        let start = continuation_start(provider, self.request);
+        let words = Words::for_request(provider, self.request);
+        let start = words.start;
         let tokens = match fault {
             Some(Fault::RoleThenStall) => return Ok(wait_peer_closed(out.reader).await),
             Some(Fault::Malformed) => {
                 out.send(&wire::malformed(kind)).await?;
+                return Ok(wait_peer_closed(out.reader).await);
+            }
+            Some(Fault::WrongTypes) => {
+                out.send(&misbehave::wrong_types(kind)).await?;
                 return Ok(wait_peer_closed(out.reader).await);
             }
             Some(Fault::ErrorEvent) => {
@@ -194,39 +230,60 @@ impl Exchange<'_, '_> {
                 out.send(&event).await?;
             }
         }
+        if fault == Some(Fault::HugeLine) {
+            out.send(&misbehave::huge_line(kind)).await?;
+        }
         let mut first_delay = provider.first_token_after;
         if fault == Some(Fault::SlowFirstToken) {
             first_delay += provider.slow_first_token;
         }
-        for i in start..tokens {
-            let delay = if i == start { first_delay } else { provider.gap };
+        let said = words.replay.iter().cloned();
+        for (n, token) in said.chain((start..tokens).map(|i| words.token(i))).enumerate() {
+            let delay = if n == 0 { first_delay } else { provider.gap };
             if out.pause(delay).await {
                 return Ok(Next::PeerClosed);
             }
-            out.send(&wire::text(kind, &model, &wire::token(&provider.marker, i))).await?;
+            out.send(&wire::text(kind, &model, &token)).await?;
         }
-        match fault {
-            Some(Fault::MidstreamStall) => Ok(wait_peer_closed(out.reader).await),
-            Some(Fault::MidstreamClose) => {
-                out.end().await?;
-                Ok(Next::Close)
+        end_of_answer(&mut out, fault, kind, &model, tokens - start).await
+    }
+}
+
+/// After the tokens: the mid-stream fault, or the events that end a complete
+/// answer of `count` tokens.
+async fn end_of_answer(
+    out: &mut Chunked<'_, '_, '_>,
+    fault: Option<Fault>,
+    kind: ProviderKind,
+    model: &str,
+    count: usize,
+) -> std::io::Result<Next> {
+    match fault {
+        Some(Fault::MidstreamStall) => Ok(wait_peer_closed(out.reader).await),
+        Some(Fault::MidstreamClose) => {
+            out.end().await?;
+            Ok(Next::Close)
+        }
+        Some(Fault::MidstreamMalformed) => {
+            out.send(&wire::malformed(kind)).await?;
+            Ok(wait_peer_closed(out.reader).await)
+        }
+        Some(Fault::MidstreamErrorEvent) => {
+            out.send(&wire::error_event(kind)).await?;
+            out.end().await?;
+            Ok(Next::Close)
+        }
+        _ => {
+            let finish = if fault == Some(Fault::OverflowUsage) {
+                misbehave::overflowing_finish(kind, model)
+            } else {
+                wire::finish(kind, model, count)
+            };
+            for event in finish {
+                out.send(&event).await?;
             }
-            Some(Fault::MidstreamMalformed) => {
-                out.send(&wire::malformed(kind)).await?;
-                Ok(wait_peer_closed(out.reader).await)
-            }
-            Some(Fault::MidstreamErrorEvent) => {
-                out.send(&wire::error_event(kind)).await?;
-                out.end().await?;
-                Ok(Next::Close)
-            }
-            _ => {
-                for event in wire::finish(kind, &model, tokens - start) {
-                    out.send(&event).await?;
-                }
-                out.end().await?;
-                Ok(Next::KeepAlive)
-            }
+            out.end().await?;
+            Ok(Next::KeepAlive)
         }
     }
 }
@@ -236,6 +293,8 @@ impl Exchange<'_, '_> {
 struct Chunked<'a, 'w, 'r> {
     writer: &'a mut WriteHalf<'w>,
     reader: &'a mut ReadHalf<'r>,
+    /// Bytes written right behind the end of the body, in the same write.
+    trailer: Option<String>,
 }
 
 impl Chunked<'_, '_, '_> {
@@ -245,7 +304,8 @@ impl Chunked<'_, '_, '_> {
     }
 
     async fn end(&mut self) -> std::io::Result<()> {
-        self.writer.write_all(b"0\r\n\r\n").await
+        let trailer = self.trailer.take().unwrap_or_default();
+        self.writer.write_all(format!("0\r\n\r\n{trailer}").as_bytes()).await
     }
 
     /// Waits `delay`; true if the client closed the connection meanwhile.
@@ -268,22 +328,6 @@ async fn wait_peer_closed(reader: &mut ReadHalf<'_>) -> Next {
             Ok(0) | Err(_) => return Next::PeerClosed,
             Ok(_) => {}
         }
-    }
-}
-
-/// Where an answer starts: at 0, or — when the request carries a partial
-/// answer in this provider's marker words — where the provider's
-/// [`Continuation`](super::Continuation) says to go on from it.
-fn continuation_start(provider: &MockProvider, request: &RecordedRequest) -> usize {
-    let body = request.body.to_string();
-    let said = (0..provider.tokens).take_while(|i| body.contains(&format!("{}{i}", provider.marker))).count();
-    if said == 0 {
-        return 0;
-    }
-    match provider.continuation {
-        super::Continuation::Clean => said,
-        super::Continuation::RepeatLast(words) => said.saturating_sub(words),
-        super::Continuation::Restart => 0,
     }
 }
 

@@ -1,0 +1,141 @@
+//! The ways a simulated provider can misbehave: the fault classes of
+//! DESIGN.md §3, and the misbehaving bytes of the chaos benchmark.
+
+/// A way for a simulated provider to misbehave: the fault classes of DESIGN.md §3.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Fault {
+    /// Accept the connection and close it at once, without an answer.
+    Refuse,
+    /// Answer 503 with a JSON error body.
+    Http5xx,
+    /// Answer 429 with `Retry-After`.
+    Http429,
+    /// Accept the request and never answer.
+    StallHeaders,
+    /// Send 200 and SSE headers, then nothing.
+    StallFirstToken,
+    /// Send the provider's pre-token events (role chunk, `message_start`, ping), then nothing.
+    RoleThenStall,
+    /// Send 200 and SSE headers, then close the connection.
+    CloseBeforeToken,
+    /// Send an event no decoder can read.
+    Malformed,
+    /// Send the provider's error event before any token.
+    ErrorEvent,
+    /// Answer correctly, but only after [`MockProvider::slow_first_token`](super::MockProvider::slow_first_token).
+    SlowFirstToken,
+    /// Send a few tokens, then nothing.
+    MidstreamStall,
+    /// Send a few tokens, then end the body without the end marker.
+    MidstreamClose,
+    /// Send a few tokens, then an event no decoder can read.
+    MidstreamMalformed,
+    /// Send a few tokens, then the provider's error event.
+    MidstreamErrorEvent,
+    /// Answer 200 with a JSON body instead of an event stream.
+    NotSse,
+    /// Answer 400: the request itself is wrong, and no other provider would take it.
+    BadRequest,
+    /// Answer 400 with the provider's own words for a prompt over the context window.
+    ContextLength,
+    /// Send 200 and SSE headers, then `data: ` and bytes without a newline,
+    /// as fast as the client reads them, until it goes away.
+    DataFlood,
+    /// Answer correctly, after a first event whose one line is several MiB
+    /// long (an unknown field of padding that decoders ignore).
+    HugeLine,
+    /// Send a first event that is JSON of the provider's shape with the
+    /// wrong types (a number for the text, a string for an index).
+    WrongTypes,
+    /// Answer correctly, with every usage count at `u64::MAX`.
+    OverflowUsage,
+    /// Answer 429 with `Retry-After: 18446744073709551615` (`u64::MAX` seconds).
+    RetryAfterOverflow,
+    /// Answer correctly, then, if the connection is still idle 20 ms later,
+    /// write a second whole response on it that no request asked for.
+    StrayResponse,
+    /// Answer correctly, with a second whole response that no request asked
+    /// for right behind it, in the same write.
+    TrailingResponse,
+}
+
+impl Fault {
+    /// Every fault a simulated provider can inject.
+    pub const ALL: [Fault; 24] = [
+        Fault::Refuse,
+        Fault::Http5xx,
+        Fault::Http429,
+        Fault::StallHeaders,
+        Fault::StallFirstToken,
+        Fault::RoleThenStall,
+        Fault::CloseBeforeToken,
+        Fault::Malformed,
+        Fault::ErrorEvent,
+        Fault::SlowFirstToken,
+        Fault::MidstreamStall,
+        Fault::MidstreamClose,
+        Fault::MidstreamMalformed,
+        Fault::MidstreamErrorEvent,
+        Fault::NotSse,
+        Fault::BadRequest,
+        Fault::ContextLength,
+        Fault::DataFlood,
+        Fault::HugeLine,
+        Fault::WrongTypes,
+        Fault::OverflowUsage,
+        Fault::RetryAfterOverflow,
+        Fault::StrayResponse,
+        Fault::TrailingResponse,
+    ];
+
+    /// The class name used on the command line and in DESIGN.md.
+    pub fn name(self) -> &'static str {
+        match self {
+            Fault::Refuse => "refuse",
+            Fault::Http5xx => "http_5xx",
+            Fault::Http429 => "http_429",
+            Fault::StallHeaders => "stall_headers",
+            Fault::StallFirstToken => "stall_first_token",
+            Fault::RoleThenStall => "role_then_stall",
+            Fault::CloseBeforeToken => "close_before_token",
+            Fault::Malformed => "malformed",
+            Fault::ErrorEvent => "error_event",
+            Fault::SlowFirstToken => "slow_first_token",
+            Fault::MidstreamStall => "midstream_stall",
+            Fault::MidstreamClose => "midstream_close",
+            Fault::MidstreamMalformed => "midstream_malformed",
+            Fault::MidstreamErrorEvent => "midstream_error_event",
+            Fault::NotSse => "not_sse",
+            Fault::BadRequest => "bad_request",
+            Fault::ContextLength => "context_length",
+            Fault::DataFlood => "data_flood",
+            Fault::HugeLine => "huge_line",
+            Fault::WrongTypes => "wrong_types",
+            Fault::OverflowUsage => "overflow_usage",
+            Fault::RetryAfterOverflow => "retry_after_overflow",
+            Fault::StrayResponse => "stray_response",
+            Fault::TrailingResponse => "trailing_response",
+        }
+    }
+
+    /// Parses a class name.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|fault| fault.name() == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_fault_has_a_distinct_name_that_parses_back() {
+        for fault in Fault::ALL {
+            assert_eq!(Fault::from_name(fault.name()), Some(fault), "{} parses back", fault.name());
+        }
+        let mut names: Vec<&str> = Fault::ALL.iter().map(|f| f.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), Fault::ALL.len(), "no two faults share a name");
+    }
+}
