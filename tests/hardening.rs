@@ -142,13 +142,15 @@ async fn a_whole_answer_that_never_ends_fails_over_at_the_answer_cap() {
 #[tokio::test]
 async fn bytes_a_provider_sends_after_its_answer_never_become_the_next_answer() {
     within(HARD_LIMIT, async {
+        // Only the first answer has a stray one behind it: once seen, the
+        // provider's connections are not kept, though its later ones are clean.
         let stray = RawProvider::start(|n| {
             let answer = |word: &str| chunked_answer(&format!("{}{}", openai_text(word), openai_end()));
-            vec![
-                Step::Write(answer(&format!("answer{n}"))),
-                Step::Sleep(Duration::from_millis(20)),
-                Step::Write(answer("stray")),
-            ]
+            let mut steps = vec![Step::Write(answer(&format!("answer{n}")))];
+            if n == 0 {
+                steps.extend([Step::Sleep(Duration::from_millis(20)), Step::Write(answer("stray"))]);
+            }
+            steps
         })
         .await;
         let spare = spare().await;
@@ -159,7 +161,8 @@ async fn bytes_a_provider_sends_after_its_answer_never_become_the_next_answer() 
             assert!(!got.raw.contains("stray"), "round {round}: another answer's bytes reached the client");
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        assert_eq!(stray.connections(), stray.requests(), "a connection with stray bytes is never reused");
+        assert_eq!(stray.requests(), 4);
+        assert_eq!(stray.connections(), 4, "after stray bytes, the provider's connections are not reused");
     })
     .await;
 }

@@ -159,10 +159,21 @@ impl Connection {
     }
 
     /// Whether the connection is still open, reading whatever the provider
-    /// sent while it sat idle (a close, most likely).
-    fn is_reusable(&mut self) -> bool {
+    /// sent while it sat idle: a close, most likely, or bytes no request
+    /// asked for, after which the provider is [`Idle::Stray`].
+    fn idle_check(&mut self) -> Idle {
         let mut cx = Context::from_waker(Waker::noop());
-        !self.sender.is_closed() && self.driver.poll_end(&mut cx).is_pending()
+        if self.sender.is_closed() {
+            return Idle::Gone;
+        }
+        match self.driver.poll_end(&mut cx) {
+            Poll::Pending => Idle::Open,
+            // hyper refuses bytes on an idle connection with an error of its own, not the socket's.
+            Poll::Ready(Err(err)) if std::error::Error::source(&err).is_none_or(|s| !s.is::<std::io::Error>()) => {
+                Idle::Stray
+            }
+            Poll::Ready(_) => Idle::Gone,
+        }
     }
 
     /// Sends `request` and waits for the response head, driving the connection.
@@ -184,6 +195,19 @@ impl Connection {
         let back = Some((self, Arc::clone(pool), origin.clone()));
         Ok(response.map(|incoming| ResponseBody { incoming, conn: back, ended: false }))
     }
+}
+
+/// What an idle connection turned out to be.
+#[derive(Debug, PartialEq, Eq)]
+enum Idle {
+    /// Open and quiet: ready for a request.
+    Open,
+    /// Closed by the provider, or broken.
+    Gone,
+    /// The provider sent bytes no request asked for: such a provider may
+    /// send them again just after the next request is written, where they
+    /// would pass for its answer, so its connections are not kept for a while.
+    Stray,
 }
 
 /// A connection's I/O, polled by its user; empty once the connection ended.
@@ -225,11 +249,15 @@ pub struct ResponseBody {
 
 impl ResponseBody {
     fn release(&mut self) {
-        if let Some((mut conn, pool, origin)) = self.conn.take()
-            && conn.is_reusable()
-        {
-            conn.idle_since = Instant::now();
-            pool.put(origin, conn);
+        if let Some((mut conn, pool, origin)) = self.conn.take() {
+            match conn.idle_check() {
+                Idle::Open => {
+                    conn.idle_since = Instant::now();
+                    pool.put(origin, conn);
+                }
+                Idle::Stray => pool.distrust(origin),
+                Idle::Gone => {}
+            }
         }
     }
 }

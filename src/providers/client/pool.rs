@@ -10,9 +10,12 @@
 use std::cell::Cell;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use super::{Connection, Origin};
+use super::{Connection, Idle, Origin};
+
+/// How long connections to a provider that sent stray bytes are not kept.
+const DISTRUST_FOR: Duration = Duration::from_secs(60);
 
 thread_local! {
     /// Whose idle connections this thread takes and returns; 0 unless set.
@@ -34,12 +37,40 @@ pub(super) struct Pool {
     idle_timeout: Duration,
     /// The owners whose runtime runs a reaper for their idle connections.
     reaping: Mutex<HashSet<usize>>,
+    /// Origins that sent bytes no request asked for, and until when their
+    /// connections are closed after one answer instead of kept.
+    distrusted: Mutex<HashMap<Origin, Instant>>,
 }
 
 impl Pool {
     pub(super) fn new(max_per_origin: usize, idle_timeout: Duration) -> Self {
-        let reaping = Mutex::new(HashSet::new());
-        Pool { idle: Mutex::new(HashMap::new()), max_per_origin, idle_timeout, reaping }
+        let (reaping, distrusted) = (Mutex::new(HashSet::new()), Mutex::new(HashMap::new()));
+        Pool { idle: Mutex::new(HashMap::new()), max_per_origin, idle_timeout, reaping, distrusted }
+    }
+
+    /// `origin` sent stray bytes: its connections are not kept for a while,
+    /// and the idle ones go now.
+    pub(super) fn distrust(&self, origin: Origin) {
+        tracing::warn!(host = %origin.host, port = origin.port, "a provider sent bytes no request asked for; its connections are not reused for 60 s");
+        let dropped: Vec<Connection> = {
+            let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+            let keys: Vec<(usize, Origin)> = idle.keys().filter(|(_, o)| *o == origin).cloned().collect();
+            keys.iter().filter_map(|key| idle.remove(key)).flatten().collect()
+        };
+        drop(dropped);
+        self.distrusted.lock().unwrap_or_else(PoisonError::into_inner).insert(origin, Instant::now() + DISTRUST_FOR);
+    }
+
+    fn is_distrusted(&self, origin: &Origin) -> bool {
+        let mut distrusted = self.distrusted.lock().unwrap_or_else(PoisonError::into_inner);
+        match distrusted.get(origin) {
+            Some(until) if *until > Instant::now() => true,
+            Some(_) => {
+                distrusted.remove(origin);
+                false
+            }
+            None => false,
+        }
     }
 
     /// Closes this thread's idle connections older than the idle timeout,
@@ -59,15 +90,16 @@ impl Pool {
     }
 
     /// Starts, on the runtime that drives this thread's connections, a task
-    /// that reaps them every idle timeout, unless one already runs; it ends
-    /// with the pool or the runtime.
+    /// that reaps them four times per idle timeout (so none outlives it by
+    /// more than a quarter), unless one already runs; it ends with the pool
+    /// or the runtime.
     fn ensure_reaper(self: &Arc<Self>, owner: usize) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
         if !self.reaping.lock().unwrap_or_else(PoisonError::into_inner).insert(owner) {
             return;
         }
         let pool = Arc::downgrade(self);
-        let every = self.idle_timeout.max(Duration::from_millis(10));
+        let every = (self.idle_timeout / 4).max(Duration::from_millis(10));
         runtime.spawn(async move {
             let _running = ReaperGuard { pool: Weak::clone(&pool), owner };
             let mut tick = tokio::time::interval(every);
@@ -92,8 +124,13 @@ impl Pool {
             };
             drop(expired);
             let mut conn = newest?;
-            if conn.is_reusable() {
-                return Some(conn);
+            match conn.idle_check() {
+                Idle::Open => return Some(conn),
+                Idle::Stray => {
+                    self.distrust(origin.clone());
+                    return None;
+                }
+                Idle::Gone => {}
             }
         }
     }
@@ -101,6 +138,9 @@ impl Pool {
     /// Keeps `conn` for the next request to `origin`, dropping the oldest
     /// when there are already enough.
     pub(super) fn put(self: &Arc<Self>, origin: Origin, conn: Connection) {
+        if self.is_distrusted(&origin) {
+            return;
+        }
         self.ensure_reaper(OWNER.get());
         let evicted = {
             let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
