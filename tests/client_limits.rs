@@ -145,3 +145,21 @@ async fn connections_past_the_cap_are_answered_503_at_once() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn the_http_layers_own_errors_have_openai_shaped_bodies() {
+    within(HARD_LIMIT, async {
+        let provider = MockProvider::openai().spawn().await.expect("mock");
+        let proxy = proxy("", &provider).await;
+        let garbage = send_and_read(&proxy, "NOT A REQUEST\r\n\r\n").await;
+        assert!(garbage.starts_with("HTTP/1.1 400 "), "{garbage}");
+        assert!(garbage.ends_with(r#""type":"invalid_request_error","code":"invalid_http"}}"#), "{garbage}");
+        let huge_head = format!("GET /healthz HTTP/1.1\r\nhost: baton\r\nx-big: {}\r\n\r\n", "a".repeat(20_000));
+        let too_large = send_and_read(&proxy, &huge_head).await;
+        assert!(too_large.starts_with("HTTP/1.1 431 "), "{too_large}");
+        let body: serde_json::Value =
+            serde_json::from_str(too_large.split_once("\r\n\r\n").map_or("", |(_, body)| body)).unwrap_or_default();
+        assert_eq!(body["error"]["code"], "headers_too_large", "{too_large}");
+    })
+    .await;
+}

@@ -8,6 +8,7 @@ pub mod egress;
 mod error;
 pub mod ingress;
 mod panic;
+mod parse_errors;
 pub mod server;
 mod stall;
 mod state;

@@ -21,6 +21,7 @@ use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::Semaphore;
 use tower::ServiceExt as _;
 
+use super::parse_errors::ParseErrorBodies;
 use super::stall::{ClientStall, StallGuard};
 use crate::observe::Metrics;
 
@@ -148,7 +149,7 @@ pub async fn serve(
             continue;
         };
         let stall = ClientStall::default();
-        let io = StallGuard::new(stream, limits.stall_timeout, stall.clone());
+        let io = StallGuard::new(ParseErrorBodies::new(stream), limits.stall_timeout, stall.clone());
         let router = router.clone();
         let service = tower::service_fn(move |mut request: axum::extract::Request<hyper::body::Incoming>| {
             request.extensions_mut().insert(stall.clone());
