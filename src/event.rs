@@ -2,6 +2,8 @@
 //! translate from, and the [`Event`] stream they translate into. Nothing here
 //! knows a provider's wire format, so neither the core nor the HTTP layer has to.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 /// One unit of an answer, the same for every provider, so the core can apply
@@ -161,4 +163,18 @@ pub struct ChatRequest {
     pub stop: Vec<String>,
     /// Functions the model may call.
     pub tools: Vec<Tool>,
+}
+
+/// Who answered a request, and after how many attempts: what the response
+/// headers, the request record and resume need to know of the winner.
+#[derive(Debug, Clone)]
+pub struct Winner {
+    /// The provider's configured name.
+    pub provider: Arc<str>,
+    /// The upstream model that answered.
+    pub model: String,
+    /// Requests sent, the winner's included (skipped candidates are not counted).
+    pub attempts: u32,
+    /// The winner's position among the route's targets.
+    pub target: usize,
 }

@@ -9,13 +9,13 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use tokio::time::{Instant, sleep, sleep_until, timeout_at};
 
-use super::drill::DrillFault;
+use super::drill::{DrillFault, Drilled};
 use super::relay::StreamOutcome;
 use super::splice;
 use super::{AttemptRecord, Engine, Failure, Plan};
 use crate::config::{Route, Target};
 use crate::event::{ChatRequest, Event};
-use crate::providers::{EventStream, ProviderError, Upstream, driver};
+use crate::providers::{EventStream, Opener, ProviderError, Upstream};
 use crate::resilience::{Permit, ProviderHealth, backoff};
 
 /// The most answer bytes held back before commit: past it the attempt
@@ -130,6 +130,9 @@ impl Engine {
                 Ok(permit) => match self.open(target, &req, route, drill, started).await {
                     Ok((held, rest, ttft)) => Ok((held, rest, permit, ttft)),
                     Err(mut failure) => {
+                        if drill.is_some() {
+                            failure = Failure::Drill(Box::new(failure));
+                        }
                         if failure.counts_against_provider() {
                             permit.failure();
                         }
@@ -253,7 +256,7 @@ impl Engine {
     /// within the target's first-token deadline of `started` (one absolute
     /// deadline covers connect, headers and every event before it), then the
     /// route's commit window. Returns the held events, the rest, and the time
-    /// to first token. A drill replaces the provider's behaviour with its fault.
+    /// to first token. A drill stands in for the provider ([`Drilled`]).
     async fn open(
         &self,
         target: &Target,
@@ -265,26 +268,22 @@ impl Engine {
         let (window, idle) = (route.commit, route.idle_timeout);
         let first_token_deadline = super::later(started, target.first_token_timeout);
         let first_token_timeout = || Failure::FirstTokenTimeout(target.first_token_timeout.as_millis());
-        if let Some(fault) = drill {
-            if let Some(failure) = fault.immediate_failure() {
-                return Err(Failure::Drill(Box::new(Failure::Provider(failure))));
-            }
-            if fault == DrillFault::StallFirstToken {
-                sleep_until(first_token_deadline).await;
-                return Err(Failure::Drill(Box::new(first_token_timeout())));
-            }
-        }
         let upstream = Upstream {
             base_url: &target.provider.base_url,
             api_key: target.provider.api_key.as_ref().map(|key| key.expose()),
             model: &target.model,
             max_event_bytes: route.limits.max_event_bytes,
         };
-        let opening = driver::open(&self.http, target.provider.kind, upstream, req);
+        let drilled;
+        let opener: &dyn Opener = match drill {
+            Some(fault) => {
+                drilled = Drilled { real: &*self.opener, fault };
+                &drilled
+            }
+            None => &*self.opener,
+        };
+        let opening = opener.open(target.provider.kind, upstream, req);
         let mut events = timeout_at(first_token_deadline, opening).await.map_err(|_| first_token_timeout())??;
-        if let Some(fault) = drill {
-            events = fault.break_after_commit(events);
-        }
         let mut held = Held::default();
         let mut tokens = 0u32;
         let mut first_token_at = None;

@@ -95,12 +95,15 @@ impl Failure {
     /// timeout (the provider is slow, waiting again won't help) and never a
     /// request the provider rejected.
     pub fn is_retryable(&self) -> bool {
-        matches!(
-            self,
-            Failure::Provider(
-                ProviderError::Connect(_) | ProviderError::Server { .. } | ProviderError::RateLimited { .. }
-            )
-        )
+        match self {
+            Failure::Drill(real) => real.is_retryable(),
+            _ => matches!(
+                self,
+                Failure::Provider(
+                    ProviderError::Connect(_) | ProviderError::Server { .. } | ProviderError::RateLimited { .. }
+                )
+            ),
+        }
     }
 
     /// Whether this says the provider is unwell, for its circuit breaker. A

@@ -24,42 +24,26 @@ pub use drill::{DrillFault, Drills};
 pub use failure::{AttemptRecord, Failure, ProxyError};
 pub use relay::CommittedStream;
 
-use crate::config::{Config, DEFAULT_REQUEST_BOUND, Hedge, MidstreamPolicy, Provider, Route};
+use crate::config::{Config, DEFAULT_REQUEST_BOUND, Hedge, MidstreamPolicy, Route};
+pub use crate::event::Winner;
 use crate::event::{ChatRequest, Event};
 use crate::observe::Metrics;
-use crate::providers::ProviderError;
-use crate::providers::client::{Client, ClientError};
+use crate::providers::client::ClientError;
+use crate::providers::driver::HttpOpener;
+use crate::providers::{Opener, ProviderError};
 use crate::resilience::Health;
 use attempt::{Ask, TargetRun};
-
-/// Idle upstream connections kept per provider host: enough to reuse under a
-/// steady load, few enough that a burst does not keep thousands of file
-/// descriptors open after it.
-const MAX_IDLE_PER_PROVIDER: usize = 512;
 
 /// The shortest automatic hedge delay, so a fast primary is not hedged on noise.
 const HEDGE_AUTO_FLOOR: Duration = Duration::from_millis(50);
 
-/// Sends requests upstream through one shared connection pool, and keeps
+/// Runs requests against the providers through an [`Opener`], and keeps
 /// each provider's health across requests.
 #[derive(Clone)]
 pub struct Engine {
-    http: Client,
+    opener: Arc<dyn Opener>,
     health: Arc<Health>,
     metrics: Arc<Metrics>,
-}
-
-/// Which provider answered, and after how many attempts.
-#[derive(Debug, Clone)]
-pub struct Winner {
-    /// The provider that answered.
-    pub provider: Arc<Provider>,
-    /// The upstream model that answered.
-    pub model: String,
-    /// Requests sent, the winner's included (skipped candidates are not counted).
-    pub attempts: u32,
-    /// The winner's position among the route's targets.
-    pub target: usize,
 }
 
 /// One pass of the attempt loop: what to ask, of which targets in which
@@ -119,13 +103,16 @@ impl<'a> Plan<'a> {
 }
 
 impl Engine {
-    /// An engine for `config`'s providers with its own connection pool.
-    /// Deadlines are the core's, so the client has no timeouts of its own
-    /// and never follows redirects.
+    /// An engine for `config`'s providers over HTTP, with its own connection pool.
     pub fn new(config: &Config) -> Result<Self, ClientError> {
-        let http = Client::new(MAX_IDLE_PER_PROVIDER, Duration::from_secs(60))?;
+        Ok(Self::with_opener(config, Arc::new(HttpOpener::new()?)))
+    }
+
+    /// An engine for `config`'s providers that reaches them through `opener`
+    /// (a scripted one in tests).
+    pub fn with_opener(config: &Config, opener: Arc<dyn Opener>) -> Self {
         let health = Health::new(config.providers.iter().map(|p| (p.name.as_str(), p.breaker)));
-        Ok(Engine { http, health: Arc::new(health), metrics: Arc::new(Metrics::new()) })
+        Engine { opener, health: Arc::new(health), metrics: Arc::new(Metrics::new()) }
     }
 
     /// Every provider's breaker, cooldown and latency state.
@@ -263,7 +250,7 @@ impl Engine {
             match finish(relay::committed(opened.held, opened.rest, route.idle_timeout, opened.outcome)).await {
                 Ok(answer) => {
                     let winner = Winner {
-                        provider: Arc::clone(&target.provider),
+                        provider: Arc::from(target.provider.name.as_str()),
                         model: target.model.clone(),
                         attempts,
                         target: run.index,

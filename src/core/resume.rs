@@ -163,7 +163,7 @@ impl Resuming {
         };
         match self.engine.run(plan, |events| async move { Ok(events) }).await {
             Ok((winner, events)) => {
-                tracing::info!(request_id = %self.call.id, provider = %winner.provider.name, "resumed");
+                tracing::info!(request_id = %self.call.id, provider = %winner.provider, "resumed");
                 self.current = events;
                 self.current_target = winner.target;
                 self.splice = Some(Splice::new(&self.text));

@@ -81,7 +81,7 @@ async fn serve(state: &AppState, id: Arc<str>, request: Request) -> Result<Respo
             () = state.drained() => Err(ProxyError::ShuttingDown),
         };
         let committed = committed.inspect_err(|err| watch.end(err.kind()))?;
-        watch.committed(&committed.winner, Some(engine.health().provider(&committed.winner.provider.name)));
+        watch.committed(&committed.winner, Some(engine.health().provider(&committed.winner.provider)));
         let encoder = ChunkEncoder::new(Answer::new(&committed.winner.model), ingress.include_usage);
         let id = Arc::clone(watch.id());
         let sse = sse_body(committed.events, encoder, watch, state.clone());
@@ -170,7 +170,7 @@ fn sse_body(
 
 fn winner_headers(headers: &mut HeaderMap, winner: &Winner) {
     let values = [
-        ("x-baton-provider", winner.provider.name.clone()),
+        ("x-baton-provider", winner.provider.to_string()),
         ("x-baton-model", winner.model.clone()),
         ("x-baton-attempts", winner.attempts.to_string()),
     ];

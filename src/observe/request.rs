@@ -8,8 +8,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{Metrics, RouteStats};
-use crate::core::Winner;
 use crate::event::Usage;
+use crate::event::Winner;
 use crate::resilience::{ProviderHealth, Tally};
 
 /// How a request ended when nothing else was said: the client went away.
@@ -94,7 +94,7 @@ impl Drop for RequestWatch {
         }
         self.metrics.request(&self.route, outcome, latency);
         let (provider, model, attempts) = match &self.winner {
-            Some(winner) => (winner.provider.name.as_str(), winner.model.as_str(), winner.attempts),
+            Some(winner) => (&*winner.provider, winner.model.as_str(), winner.attempts),
             None => ("", "", 0),
         };
         let (input, output) = (self.usage.input_tokens.unwrap_or(0), self.usage.output_tokens.unwrap_or(0));

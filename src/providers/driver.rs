@@ -9,12 +9,41 @@ use bytes::Bytes;
 use futures_util::{Stream, StreamExt, TryStreamExt};
 use http::header::{ACCEPT, CONTENT_TYPE, RETRY_AFTER};
 
-use super::client::{Client, ResponseBody};
-use super::{Adapter, Decoder, EventStream, ProviderError, ProviderKind, Upstream, sse};
+use super::client::{Client, ClientError, ResponseBody};
+use super::{Adapter, Decoder, EventStream, Opener, Opening, ProviderError, ProviderKind, Upstream, sse};
 use crate::event::ChatRequest;
 
 /// How much of an error body is read to explain a failure.
 const ERROR_BODY_LIMIT: usize = 64 * 1024;
+
+/// Idle upstream connections kept per provider host: enough to reuse under a
+/// steady load, few enough that a burst does not keep thousands of file
+/// descriptors open after it.
+const MAX_IDLE_PER_PROVIDER: usize = 512;
+
+/// How long an idle upstream connection is kept.
+const IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The real providers, over HTTP: one client and its keep-alive pool.
+/// Deadlines are the core's, so the client has no timeouts of its own and
+/// never follows redirects.
+#[derive(Clone)]
+pub struct HttpOpener {
+    client: Client,
+}
+
+impl HttpOpener {
+    /// An opener with its own connection pool and TLS settings.
+    pub fn new() -> Result<Self, ClientError> {
+        Ok(HttpOpener { client: Client::new(MAX_IDLE_PER_PROVIDER, IDLE_TIMEOUT)? })
+    }
+}
+
+impl Opener for HttpOpener {
+    fn open<'a>(&'a self, kind: ProviderKind, upstream: Upstream<'a>, request: &'a ChatRequest) -> Opening<'a> {
+        Box::pin(open(&self.client, kind, upstream, request))
+    }
+}
 
 /// A streaming JSON POST with the adapter's headers: what every adapter's
 /// request has in common. Fails only on a URL or header value HTTP cannot

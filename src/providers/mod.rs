@@ -8,9 +8,11 @@ pub mod driver;
 mod error;
 mod gemini;
 mod openai;
+pub mod scripted;
 pub mod sse;
 
 use std::fmt;
+use std::future::Future;
 use std::pin::Pin;
 
 use bytes::Bytes;
@@ -80,6 +82,19 @@ pub struct Upstream<'a> {
     pub model: &'a str,
     /// The largest SSE event read from the answer; a larger one fails it.
     pub max_event_bytes: usize,
+}
+
+/// What opening an answer comes to: its events, or why there are none.
+pub type Opening<'a> = Pin<Box<dyn Future<Output = Result<EventStream, ProviderError>> + Send + 'a>>;
+
+/// The seam below the core: how it opens one attempt's event stream. The
+/// HTTP client and its pool implement it ([`driver::HttpOpener`]); drills
+/// and tests stand in for a provider by implementing it too.
+pub trait Opener: Send + Sync {
+    /// Sends `request` to `upstream` in `kind`'s dialect and returns its
+    /// answer as events. Failures before the stream starts come back here,
+    /// failures in it as items; dropping the stream cancels the request.
+    fn open<'a>(&'a self, kind: ProviderKind, upstream: Upstream<'a>, request: &'a ChatRequest) -> Opening<'a>;
 }
 
 /// The translation one provider needs, and nothing else: the HTTP exchange
