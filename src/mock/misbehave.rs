@@ -3,6 +3,7 @@
 //! line of several MiB, JSON of the wrong types, counts that overflow, and a
 //! response nobody asked for (the trailing one is written by the server).
 
+use std::io::{ErrorKind, Write as _};
 use std::time::Duration;
 
 use serde_json::json;
@@ -126,11 +127,61 @@ pub(super) fn stray_response(
 /// Writes `response` on `socket` [`STRAY_AFTER`] from now, unless the client
 /// sent something (a next request) or closed meanwhile: a stray response on
 /// an idle connection is the provider's fault, one that arrives just as a
-/// request leaves could not be told from its answer by any client.
-pub(super) async fn write_stray(socket: &mut TcpStream, response: &str) -> std::io::Result<()> {
-    let mut peeked = [0u8; 1];
-    tokio::select! {
-        _ = socket.peek(&mut peeked) => Ok(()),
-        () = tokio::time::sleep(STRAY_AFTER) => socket.write_all(response.as_bytes()).await,
+/// request leaves could not be told from its answer by any client. The wait
+/// is a blocking `peek` on a thread of its own, so it sees what the kernel
+/// has received, not what the runtime's reactor has noticed yet (a busy
+/// runtime notices late, and would write the stray after a request came).
+pub(super) async fn write_stray(socket: TcpStream, response: String) -> std::io::Result<TcpStream> {
+    let socket = socket.into_std()?;
+    let socket = tokio::task::spawn_blocking(move || {
+        socket.set_nonblocking(false)?;
+        socket.set_read_timeout(Some(STRAY_AFTER))?;
+        let mut peeked = [0u8; 1];
+        match socket.peek(&mut peeked) {
+            Ok(_) => {}
+            Err(err) if matches!(err.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                (&socket).write_all(response.as_bytes())?;
+            }
+            Err(err) => return Err(err),
+        }
+        socket.set_read_timeout(None)?;
+        socket.set_nonblocking(true)?;
+        Ok(socket)
+    })
+    .await
+    .map_err(std::io::Error::other)??;
+    TcpStream::from_std(socket)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data_of(event: &str) -> serde_json::Value {
+        let data = event.lines().find_map(|line| line.strip_prefix("data: ")).unwrap_or_default();
+        serde_json::from_str(data).expect("the event's data is JSON")
+    }
+
+    #[test]
+    fn misbehaving_events_are_json_of_each_shape() {
+        for kind in ProviderKind::ALL {
+            let huge = huge_line(kind);
+            assert!(huge.len() > HUGE_LINE_BYTES && huge.ends_with("\n\n"), "{kind}: one event");
+            assert!(huge.lines().any(|line| line.len() > HUGE_LINE_BYTES), "{kind}: the padding is on one line");
+            assert!(data_of(&huge)["padding"].as_str().is_some_and(|p| p.len() == HUGE_LINE_BYTES), "{kind}: padded");
+            assert!(data_of(&wrong_types(kind)).is_object(), "{kind}: wrong types, still JSON");
+            let finish = overflowing_finish(kind, "m").concat();
+            assert!(finish.contains("18446744073709551615"), "{kind}: u64::MAX usage: {finish}");
+        }
+    }
+
+    #[test]
+    fn a_stray_response_is_a_whole_http_response() {
+        let response = stray_response(ProviderKind::OpenAi, "m", 2, |i| format!(" w{i}"));
+        let mut headers = [httparse::EMPTY_HEADER; 8];
+        let mut parsed = httparse::Response::new(&mut headers);
+        assert!(matches!(parsed.parse(response.as_bytes()), Ok(httparse::Status::Complete(_))));
+        assert_eq!(parsed.code, Some(200));
+        assert!(response.contains(" w1") && response.ends_with("0\r\n\r\n"), "{response}");
     }
 }

@@ -65,8 +65,9 @@ async fn connection(mut socket: TcpStream, shared: Arc<Shared>) {
         let exchange = Exchange { shared: &shared, request: &request, writer: &mut writer };
         match exchange.respond(fault, &mut reader).await {
             Ok(Next::KeepAlive) if fault == Some(Fault::StrayResponse) => {
-                if misbehave::write_stray(&mut socket, &stray(&shared.provider, &request)).await.is_err() {
-                    return;
+                match misbehave::write_stray(socket, stray(&shared.provider, &request, "stray")).await {
+                    Ok(back) => socket = back,
+                    Err(_) => return,
                 }
             }
             Ok(Next::KeepAlive) => {}
@@ -79,9 +80,10 @@ async fn connection(mut socket: TcpStream, shared: Arc<Shared>) {
     }
 }
 
-/// A whole response no request asked for, in words foreign to every request.
-fn stray(provider: &MockProvider, request: &RecordedRequest) -> String {
-    let words = Words::stray(provider, request);
+/// A whole response no request asked for, in words foreign to every
+/// request, marked `label` (`stray`, `trailing`).
+fn stray(provider: &MockProvider, request: &RecordedRequest, label: &str) -> String {
+    let words = Words::stray(provider, request, label);
     let model = model_of(provider.kind, request);
     misbehave::stray_response(provider.kind, &model, provider.tokens, |i| words.token(i))
 }
@@ -189,7 +191,7 @@ impl Exchange<'_, '_> {
         self.writer
             .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n")
             .await?;
-        let trailer = (fault == Some(Fault::TrailingResponse)).then(|| stray(provider, self.request));
+        let trailer = (fault == Some(Fault::TrailingResponse)).then(|| stray(provider, self.request, "trailing"));
         let mut out = Chunked { writer: self.writer, reader, trailer };
         match fault {
             Some(Fault::StallFirstToken) => return Ok(wait_peer_closed(out.reader).await),

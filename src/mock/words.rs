@@ -23,13 +23,13 @@ impl Words {
         }
     }
 
-    /// The words of a response no request asked for: `<nonce>.stray.<i>`
-    /// (`stray<i>` without a nonce), foreign to whichever request gets them.
-    pub(super) fn stray(provider: &MockProvider, request: &RecordedRequest) -> Self {
+    /// The words of a response no request asked for: `<nonce>.<label>.<i>`
+    /// (`<label><i>` without a nonce), foreign to whichever request gets them.
+    pub(super) fn stray(provider: &MockProvider, request: &RecordedRequest, label: &str) -> Self {
         let body = request.body.to_string();
         let prefix = match nonce(&body).filter(|_| provider.nonce_words) {
-            Some(nonce) => format!("{nonce}.stray."),
-            None => "stray".to_owned(),
+            Some(nonce) => format!("{nonce}.{label}."),
+            None => label.to_owned(),
         };
         Words { prefix, start: 0, replay: Vec::new() }
     }
