@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-use crate::providers::ProviderError;
+use crate::providers::{Class, ProviderError};
 
 /// One attempt's failure: the provider's own error, a deadline the core
 /// enforced, or a candidate skipped without being tried.
@@ -53,21 +53,29 @@ pub enum Failure {
 }
 
 impl Failure {
+    /// What this failure decides, in one place (see [`Class`]). A drill
+    /// decides as the failure it stands for, except that it never charges
+    /// the provider's breaker; a stream that could not be resumed keeps the
+    /// class of what broke it.
+    pub fn class(&self) -> Class {
+        match self {
+            Failure::Provider(err) => err.class(),
+            Failure::FirstTokenTimeout(_) => Class { timed_out: true, ..Class::upstream("first_token_timeout") },
+            Failure::IdleTimeout(_) => Class { timed_out: true, ..Class::upstream("idle_timeout") },
+            Failure::Empty => Class::upstream("empty"),
+            Failure::RequestTimeout(_) => Class { timed_out: true, ..Class::baton("request_timeout") },
+            Failure::AnswerTooLarge(_) => Class::baton("answer_too_large"),
+            Failure::BreakerOpen => Class { skip: true, ..Class::baton("breaker_open") },
+            Failure::CoolingDown(_) => Class { skip: true, rate_limited: true, ..Class::baton("cooling_down") },
+            Failure::ShuttingDown => Class::baton("shutting_down"),
+            Failure::Unresumed { broke, .. } => Class { charge_breaker: false, ..broke.class() },
+            Failure::Drill(real) => Class { label: "drill", charge_breaker: false, ..real.class() },
+        }
+    }
+
     /// A short, bounded label for metrics, logs and attempt lists.
     pub fn kind(&self) -> &'static str {
-        match self {
-            Failure::Provider(err) => err.kind(),
-            Failure::FirstTokenTimeout(_) => "first_token_timeout",
-            Failure::IdleTimeout(_) => "idle_timeout",
-            Failure::Empty => "empty",
-            Failure::RequestTimeout(_) => "request_timeout",
-            Failure::AnswerTooLarge(_) => "answer_too_large",
-            Failure::BreakerOpen => "breaker_open",
-            Failure::CoolingDown(_) => "cooling_down",
-            Failure::ShuttingDown => "shutting_down",
-            Failure::Unresumed { broke, .. } => broke.kind(),
-            Failure::Drill(_) => "drill",
-        }
+        self.class().label
     }
 
     /// What happened, without any text a provider wrote: for the all-failed
@@ -81,13 +89,9 @@ impl Failure {
         }
     }
 
-    /// Whether another candidate may be tried (see [`ProviderError::is_failover`]).
+    /// Whether another candidate may be tried.
     pub fn is_failover(&self) -> bool {
-        match self {
-            Failure::Provider(err) => err.is_failover(),
-            Failure::Drill(real) => real.is_failover(),
-            _ => true,
-        }
+        self.class().failover
     }
 
     /// Whether the same target may be tried again: a refused or reset
@@ -95,37 +99,17 @@ impl Failure {
     /// timeout (the provider is slow, waiting again won't help) and never a
     /// request the provider rejected.
     pub fn is_retryable(&self) -> bool {
-        match self {
-            Failure::Drill(real) => real.is_retryable(),
-            _ => matches!(
-                self,
-                Failure::Provider(
-                    ProviderError::Connect(_) | ProviderError::Server { .. } | ProviderError::RateLimited { .. }
-                )
-            ),
-        }
+        self.class().retry
     }
 
-    /// Whether this says the provider is unwell, for its circuit breaker. A
-    /// rate limit is the provider working as designed (its cooldown handles
-    /// it), a rejected request is the client's, and a skip tried nothing.
+    /// Whether this says the provider is unwell, for its circuit breaker.
     pub fn counts_against_provider(&self) -> bool {
-        match self {
-            Failure::Provider(ProviderError::RateLimited { .. } | ProviderError::BadRequest { .. }) => false,
-            Failure::Provider(_) | Failure::FirstTokenTimeout(_) | Failure::IdleTimeout(_) | Failure::Empty => true,
-            Failure::RequestTimeout(_)
-            | Failure::AnswerTooLarge(_)
-            | Failure::ShuttingDown
-            | Failure::BreakerOpen
-            | Failure::CoolingDown(_)
-            | Failure::Drill(_)
-            | Failure::Unresumed { .. } => false,
-        }
+        self.class().charge_breaker
     }
 
     /// Whether the candidate was passed over without a request.
     pub fn is_skip(&self) -> bool {
-        matches!(self, Failure::BreakerOpen | Failure::CoolingDown(_))
+        self.class().skip
     }
 
     /// How long a provider asked to be left alone, when it did.
@@ -134,20 +118,6 @@ impl Failure {
             Failure::Provider(ProviderError::RateLimited { retry_after, .. }) => *retry_after,
             Failure::CoolingDown(wait) => Some(*wait),
             _ => None,
-        }
-    }
-
-    fn is_rate_limit(&self) -> bool {
-        match self {
-            Failure::Drill(real) => real.is_rate_limit(),
-            _ => matches!(self, Failure::Provider(ProviderError::RateLimited { .. }) | Failure::CoolingDown(_)),
-        }
-    }
-
-    fn is_timeout(&self) -> bool {
-        match self {
-            Failure::Drill(real) => real.is_timeout(),
-            _ => matches!(self, Failure::FirstTokenTimeout(_) | Failure::IdleTimeout(_) | Failure::RequestTimeout(_)),
         }
     }
 }
@@ -206,11 +176,11 @@ impl ProxyError {
             ProxyError::ShuttingDown => return 503,
         };
         let all = |test: fn(&Failure) -> bool| !attempts.is_empty() && attempts.iter().all(|a| test(&a.failure));
-        if all(Failure::is_rate_limit) {
+        if all(|f| f.class().rate_limited) {
             429
         } else if all(|f| matches!(f, Failure::BreakerOpen)) {
             503
-        } else if all(Failure::is_timeout) {
+        } else if all(|f| f.class().timed_out) {
             504
         } else {
             502
@@ -257,4 +227,40 @@ fn describe(attempts: &[AttemptRecord]) -> String {
         })
         .collect();
     parts.join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::providers::Source;
+
+    fn server() -> Failure {
+        Failure::Provider(ProviderError::Server { status: 503, message: String::new() })
+    }
+
+    #[test]
+    fn a_drill_decides_as_the_failure_it_stands_for_but_never_charges_the_breaker() {
+        let drilled = Failure::Drill(Box::new(server()));
+        assert!(drilled.is_retryable() && server().is_retryable(), "a drilled 5xx is retried like a real one");
+        assert!(drilled.is_failover());
+        assert!(server().counts_against_provider() && !drilled.counts_against_provider());
+        assert_eq!(drilled.kind(), "drill");
+    }
+
+    #[test]
+    fn batons_own_faults_are_neither_retried_nor_charged_to_the_provider() {
+        let own = Failure::Provider(ProviderError::Request("the scheme is not http or https".into()));
+        assert_eq!(own.class().source, Source::Baton);
+        assert!(!own.is_retryable() && !own.counts_against_provider() && own.is_failover());
+        let connect = Failure::Provider(ProviderError::Connect("refused".into()));
+        assert_eq!(connect.class().source, Source::Upstream);
+        assert!(connect.is_retryable() && connect.counts_against_provider());
+    }
+
+    #[test]
+    fn the_client_s_own_mistake_goes_back_to_it() {
+        let rejected = ProviderError::BadRequest { status: 400, message: String::new(), context_length: false };
+        let class = Failure::Provider(rejected).class();
+        assert_eq!((class.source, class.failover, class.charge_breaker), (Source::Client, false, false));
+    }
 }

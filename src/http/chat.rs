@@ -140,7 +140,7 @@ fn sse_body(
                 }
                 Some(Err(failure)) => {
                     watch.end(failure.kind());
-                    tracing::warn!(request_id = %watch.id(), failure_class = failure.kind(), error = %failure, "stream failed after commit");
+                    tracing::warn!(request_id = %watch.id(), failure_class = failure.kind(), error = %failure.summary(), "stream failed after commit");
                     encoder.write_failure(&failure, &mut out);
                     return Some((Ok(out.freeze()), None));
                 }

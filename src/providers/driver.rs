@@ -54,7 +54,7 @@ pub(super) fn post_json(
     body: &impl serde::Serialize,
 ) -> Result<http::Request<Bytes>, ProviderError> {
     let body =
-        serde_json::to_vec(body).map_err(|err| ProviderError::Connect(format!("cannot encode request: {err}")))?;
+        serde_json::to_vec(body).map_err(|err| ProviderError::Request(format!("cannot encode the body: {err}")))?;
     headers
         .iter()
         .fold(
@@ -62,7 +62,7 @@ pub(super) fn post_json(
             |builder, (name, value)| builder.header(*name, *value),
         )
         .body(Bytes::from(body))
-        .map_err(|err| ProviderError::Connect(format!("cannot build request: {err}")))
+        .map_err(|err| ProviderError::Request(format!("cannot build it: {err}")))
 }
 
 /// Sends `req` to `upstream` and returns its answer as events. Errors before the
@@ -75,8 +75,10 @@ pub async fn open(
     req: &ChatRequest,
 ) -> Result<EventStream, ProviderError> {
     let adapter = kind.adapter();
-    let response =
-        client.send(adapter.request(upstream, req)?).await.map_err(|err| ProviderError::Connect(err.to_string()))?;
+    let response = client.send(adapter.request(upstream, req)?).await.map_err(|err| match err {
+        ClientError::Url(why) => ProviderError::Request(why.to_owned()),
+        err => ProviderError::Connect(err.to_string()),
+    })?;
     let status = response.status();
     if !status.is_success() {
         return Err(error_response(adapter, response).await);

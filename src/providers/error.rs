@@ -70,35 +70,113 @@ pub enum ProviderError {
     /// The stream ended without the provider's end marker.
     #[error("stream ended without the provider's end marker")]
     Truncated,
+    /// baton could not build or send the request (a URL or header it cannot
+    /// carry): its own fault, so it never counts against the provider.
+    #[error("cannot send the request: {0}")]
+    Request(String),
     /// One event passed the size cap (a line that never ends, most likely).
     #[error("an event is larger than the limit of {0} bytes")]
     EventTooLarge(usize),
 }
 
-impl ProviderError {
-    /// A short, bounded label for metrics, logs and attempt lists.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            ProviderError::Connect(_) => "connect",
-            ProviderError::RateLimited { .. } => "http_429",
-            ProviderError::Server { .. } => "http_5xx",
-            ProviderError::Auth { .. } => "http_auth",
-            ProviderError::BadRequest { context_length: true, .. } => "context_length",
-            ProviderError::BadRequest { .. } => "client_error",
-            ProviderError::Status { .. } => "http_status",
-            ProviderError::ContentType(_) => "content_type",
-            ProviderError::Malformed(_) => "malformed",
-            ProviderError::ErrorEvent(_) => "error_event",
-            ProviderError::Io(_) => "stream_broken",
-            ProviderError::Truncated => "truncated",
-            ProviderError::EventTooLarge(_) => "event_too_large",
+/// Where a fault came from, as Pingora's errors record it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// The client's request itself is wrong.
+    Client,
+    /// The provider failed, or its bytes did.
+    Upstream,
+    /// baton itself: a deadline it enforced, a skip, its own fault.
+    Baton,
+}
+
+/// Everything the core decides about one failure, in one place: each
+/// failure is classified once and the decisions are read from here, so
+/// they cannot disagree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Class {
+    /// The bounded label for metrics, logs and attempt lists.
+    pub label: &'static str,
+    /// Where the fault came from.
+    pub source: Source,
+    /// Another candidate may be tried.
+    pub failover: bool,
+    /// The same target may be tried again (before any byte of an answer).
+    pub retry: bool,
+    /// It says the provider is unwell, for its circuit breaker.
+    pub charge_breaker: bool,
+    /// The candidate was passed over without a request.
+    pub skip: bool,
+    /// The provider, or a cooldown it asked for, limited the rate.
+    pub rate_limited: bool,
+    /// A deadline ran out.
+    pub timed_out: bool,
+}
+
+impl Class {
+    /// A provider's failure: fail over, charge the breaker, no retry.
+    pub const fn upstream(label: &'static str) -> Self {
+        Class {
+            label,
+            source: Source::Upstream,
+            failover: true,
+            retry: false,
+            charge_breaker: true,
+            skip: false,
+            rate_limited: false,
+            timed_out: false,
         }
     }
 
+    /// baton's own decision or fault: fail over, never charge the provider.
+    pub const fn baton(label: &'static str) -> Self {
+        Class { source: Source::Baton, charge_breaker: false, ..Class::upstream(label) }
+    }
+
+    const fn retried(self) -> Self {
+        Class { retry: true, ..self }
+    }
+}
+
+impl ProviderError {
+    /// What this failure decides (see [`Class`]). A rate limit is the
+    /// provider working as designed (its cooldown handles it); a rejected
+    /// request is the client's and goes back to it (a context-length error
+    /// is the core's decision).
+    pub fn class(&self) -> Class {
+        match self {
+            ProviderError::Connect(_) => Class::upstream("connect").retried(),
+            ProviderError::RateLimited { .. } => {
+                Class { charge_breaker: false, rate_limited: true, ..Class::upstream("http_429").retried() }
+            }
+            ProviderError::Server { .. } => Class::upstream("http_5xx").retried(),
+            ProviderError::Auth { .. } => Class::upstream("http_auth"),
+            ProviderError::BadRequest { context_length, .. } => Class {
+                source: Source::Client,
+                failover: false,
+                charge_breaker: false,
+                ..Class::upstream(if *context_length { "context_length" } else { "client_error" })
+            },
+            ProviderError::Status { .. } => Class::upstream("http_status"),
+            ProviderError::ContentType(_) => Class::upstream("content_type"),
+            ProviderError::Malformed(_) => Class::upstream("malformed"),
+            ProviderError::ErrorEvent(_) => Class::upstream("error_event"),
+            ProviderError::Io(_) => Class::upstream("stream_broken"),
+            ProviderError::Truncated => Class::upstream("truncated"),
+            ProviderError::EventTooLarge(_) => Class::upstream("event_too_large"),
+            ProviderError::Request(_) => Class::baton("request_build"),
+        }
+    }
+
+    /// A short, bounded label for metrics, logs and attempt lists.
+    pub fn kind(&self) -> &'static str {
+        self.class().label
+    }
+
     /// Whether the next candidate may be tried: everything but a request the
-    /// client got wrong (a context-length error is the core's decision).
+    /// client got wrong.
     pub fn is_failover(&self) -> bool {
-        !matches!(self, ProviderError::BadRequest { .. })
+        self.class().failover
     }
 
     /// What happened, without any text the provider wrote: safe for other
@@ -117,7 +195,7 @@ impl ProviderError {
             ProviderError::ContentType(_) => "the answer is not an event stream".to_owned(),
             ProviderError::Malformed(_) => "undecodable event".to_owned(),
             ProviderError::ErrorEvent(_) => "error event from provider".to_owned(),
-            ProviderError::Truncated | ProviderError::EventTooLarge(_) => self.to_string(),
+            ProviderError::Truncated | ProviderError::EventTooLarge(_) | ProviderError::Request(_) => self.to_string(),
         }
     }
 
@@ -138,7 +216,7 @@ impl ProviderError {
             | ProviderError::Auth { message: text, .. }
             | ProviderError::BadRequest { message: text, .. }
             | ProviderError::Status { message: text, .. } => text,
-            ProviderError::Truncated | ProviderError::EventTooLarge(_) => return,
+            ProviderError::Truncated | ProviderError::EventTooLarge(_) | ProviderError::Request(_) => return,
         };
         if text.contains(secret) {
             *text = text.replace(secret, "[redacted]");

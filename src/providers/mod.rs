@@ -18,7 +18,7 @@ use std::pin::Pin;
 use bytes::Bytes;
 use futures_util::Stream;
 
-pub use error::ProviderError;
+pub use error::{Class, ProviderError, Source};
 pub use sse::SseEvent;
 
 use crate::event::{ChatRequest, Event};
