@@ -7,9 +7,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use baton::admission::{Admission, Candidate, Policy, Settlement, Skip, Ticket};
 use baton::config::{self, Config};
 use baton::core::{Call, Committed, Engine, ProxyError};
-use baton::event::{ChatRequest, Event, Message, Role};
+use baton::event::{ChatRequest, Event, Message, Role, Usage};
 use baton::providers::ProviderError;
 use baton::providers::scripted::{Script, Scripted};
 use futures_util::StreamExt;
@@ -219,4 +220,51 @@ fn with_retries(config: Config, retries: u32) -> Config {
         })
         .collect();
     config
+}
+
+/// Records every settlement, per provider.
+#[derive(Default)]
+struct Recorder(std::sync::Mutex<Vec<(String, Settlement)>>);
+
+struct Recorded(Arc<Recorder>, String);
+
+impl Ticket for Recorded {
+    fn settle(self: Box<Self>, how: Settlement) {
+        self.0.0.lock().unwrap().push((self.1.clone(), how));
+    }
+}
+
+struct Recording(Arc<Recorder>);
+
+impl Policy for Recording {
+    fn admit(&self, candidate: &Candidate<'_>) -> Result<Option<Box<dyn Ticket>>, Skip> {
+        Ok(Some(Box::new(Recorded(Arc::clone(&self.0), candidate.provider.to_owned()))))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_admitted_attempt_is_settled_once_with_its_outcome_and_usage() {
+    let config = config("hedge_after_ms = 100", &["a", "b", "c"]);
+    let scripted = Scripted::new();
+    scripted.then("a", Script::fails(ProviderError::Server { status: 500, message: String::new() }));
+    scripted.then("b", Script::answer().then_silent());
+    let usage = Usage { input_tokens: Some(7), output_tokens: Some(2) };
+    scripted.then("c", Script::answer().wait(50 * MS).text("c").event(Event::Usage(usage)).finish());
+    let recorder = Arc::new(Recorder::default());
+    let policies: Vec<Box<dyn Policy>> = vec![Box::new(Recording(Arc::clone(&recorder)))];
+    let engine = engine(&config, &scripted).with_admission(Admission::with(policies));
+    let (committed, text) = stream(&engine, &config).await.expect("answered");
+    assert_eq!((&*committed.winner.provider, text.as_str()), ("c", "c"));
+    drop(committed);
+    let settled = recorder.0.lock().unwrap().clone();
+    let server = ProviderError::Server { status: 500, message: String::new() }.class();
+    assert_eq!(
+        settled,
+        [
+            ("a".to_owned(), Settlement::Failed(server)),
+            ("b".to_owned(), Settlement::Abandoned),
+            ("c".to_owned(), Settlement::Completed(usage)),
+        ],
+        "a failed, b lost the hedge, c answered with its usage: each settled once"
+    );
 }

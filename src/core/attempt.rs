@@ -3,20 +3,19 @@
 //! failures worth retrying. Every failure is recorded, in order.
 
 use std::borrow::Cow;
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use tokio::time::{Instant, sleep, sleep_until, timeout_at};
 
 use super::drill::{DrillFault, Drilled};
-use super::relay::StreamOutcome;
 use super::splice;
 use super::{AttemptRecord, Engine, Failure, Plan};
+use crate::admission::{Candidate, Settlement, Tickets};
 use crate::config::{Route, Target};
 use crate::event::{ChatRequest, Event};
 use crate::providers::{EventStream, Opener, ProviderError, Upstream};
-use crate::resilience::{Permit, ProviderHealth, backoff};
+use crate::resilience::{ProviderHealth, backoff};
 
 /// The most answer bytes held back before commit: past it the attempt
 /// commits, whatever its commit window, so a provider cannot make baton hold
@@ -48,8 +47,8 @@ pub(super) struct Opened {
     pub held: Vec<Event>,
     /// The rest of the answer.
     pub rest: EventStream,
-    /// Settles the provider's breaker when the stream ends.
-    pub outcome: StreamOutcome,
+    /// The admission tickets, settled when the answer ends.
+    pub tickets: Tickets,
 }
 
 /// How one target's turn ended: what failed along the way, and the opened
@@ -64,18 +63,6 @@ pub(super) struct TargetRun {
     /// When the turn was skipped (an open breaker, a cooldown), when the
     /// provider is due back: the last resort tries the soonest first.
     pub skipped_until: Option<Instant>,
-}
-
-/// Leave for one attempt: the cooldown a `Retry-After` asked for, then the
-/// breaker. A skip says when the provider is due back.
-fn admit(health: &ProviderHealth, forced: bool) -> Result<Permit, (Failure, Instant)> {
-    if forced {
-        return Ok(health.breaker.force_acquire());
-    }
-    if let Some(until) = health.rate_limited_until() {
-        return Err((Failure::CoolingDown(until.saturating_duration_since(Instant::now())), until));
-    }
-    health.breaker.try_acquire().ok_or_else(|| (Failure::BreakerOpen, health.breaker.recovers_at()))
 }
 
 /// What a turn asks of its target: the client's request, or the rest of an
@@ -122,20 +109,19 @@ impl Engine {
         let mut retry = 0;
         loop {
             let started = Instant::now();
-            let outcome = match admit(&health, forced) {
-                Err((skip, recovers_at)) => {
-                    run.skipped_until = Some(recovers_at);
-                    Err(skip)
+            let candidate = Candidate { provider: &target.provider.name, health: &health, last_resort: forced };
+            let outcome = match self.admission.admit(&candidate) {
+                Err(skip) => {
+                    run.skipped_until = Some(skip.recovers_at);
+                    Err(Failure::skipped(skip.reason))
                 }
-                Ok(permit) => match self.open(target, &req, route, drill, started).await {
-                    Ok((held, rest, ttft)) => Ok((held, rest, permit, ttft)),
+                Ok(tickets) => match self.open(target, &req, route, drill, started).await {
+                    Ok((held, rest, ttft)) => Ok((held, rest, tickets, ttft)),
                     Err(mut failure) => {
                         if drill.is_some() {
                             failure = Failure::Drill(Box::new(failure));
                         }
-                        if failure.counts_against_provider() {
-                            permit.failure();
-                        }
+                        tickets.settle(Settlement::Failed(failure.class()));
                         if let (Failure::Provider(err), Some(key)) = (&mut failure, &target.provider.api_key) {
                             err.redact(key.expose());
                         }
@@ -144,13 +130,17 @@ impl Engine {
                 },
             };
             let mut failure = match outcome {
-                Ok((held, rest, permit, ttft)) => {
+                Ok((held, rest, mut tickets, ttft)) => {
                     self.observe_attempt(plan.id, target, &health, retry, started, Ok(ttft));
-                    let outcome = match drill {
-                        Some(_) => StreamOutcome::unrecorded(),
-                        None => StreamOutcome::new(permit.commit(), Arc::clone(&health.breaker)),
+                    // A drill's answer says nothing about the provider: its tickets are abandoned.
+                    let tickets = match drill {
+                        Some(_) => Tickets::default(),
+                        None => {
+                            tickets.committed();
+                            tickets
+                        }
                     };
-                    run.opened = Some(Opened { held, rest, outcome });
+                    run.opened = Some(Opened { held, rest, tickets });
                     return run;
                 }
                 Err(failure) => failure,

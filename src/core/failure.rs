@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
+use crate::admission::SkipReason;
 use crate::providers::{Class, ProviderError};
 
 /// One attempt's failure: the provider's own error, a deadline the core
@@ -53,6 +54,14 @@ pub enum Failure {
 }
 
 impl Failure {
+    /// The failure recorded for a candidate admission passed over.
+    pub fn skipped(reason: SkipReason) -> Self {
+        match reason {
+            SkipReason::BreakerOpen => Failure::BreakerOpen,
+            SkipReason::CoolingDown(left) => Failure::CoolingDown(left),
+        }
+    }
+
     /// What this failure decides, in one place (see [`Class`]). A drill
     /// decides as the failure it stands for, except that it never charges
     /// the provider's breaker; a stream that could not be resumed keeps the

@@ -24,6 +24,7 @@ pub use drill::{DrillFault, Drills};
 pub use failure::{AttemptRecord, Failure, ProxyError};
 pub use relay::CommittedStream;
 
+use crate::admission::Admission;
 use crate::config::{Config, DEFAULT_REQUEST_BOUND, Hedge, MidstreamPolicy, Route};
 pub use crate::event::Winner;
 use crate::event::{ChatRequest, Event};
@@ -42,6 +43,7 @@ const HEDGE_AUTO_FLOOR: Duration = Duration::from_millis(50);
 #[derive(Clone)]
 pub struct Engine {
     opener: Arc<dyn Opener>,
+    admission: Arc<Admission>,
     health: Arc<Health>,
     metrics: Arc<Metrics>,
 }
@@ -112,7 +114,14 @@ impl Engine {
     /// (a scripted one in tests).
     pub fn with_opener(config: &Config, opener: Arc<dyn Opener>) -> Self {
         let health = Health::new(config.providers.iter().map(|p| (p.name.as_str(), p.breaker)));
-        Engine { opener, health: Arc::new(health), metrics: Arc::new(Metrics::new()) }
+        let admission = Arc::new(Admission::default());
+        Engine { opener, admission, health: Arc::new(health), metrics: Arc::new(Metrics::new()) }
+    }
+
+    /// The same engine admitting candidates through `admission`.
+    pub fn with_admission(mut self, admission: Admission) -> Self {
+        self.admission = Arc::new(admission);
+        self
     }
 
     /// Every provider's breaker, cooldown and latency state.
@@ -247,7 +256,7 @@ impl Engine {
             let attempts =
                 u32::try_from(failed.iter().filter(|r| !r.failure.is_skip()).count() + 1).unwrap_or(u32::MAX);
             let started = Instant::now();
-            match finish(relay::committed(opened.held, opened.rest, route.idle_timeout, opened.outcome)).await {
+            match finish(relay::committed(opened.held, opened.rest, route.idle_timeout, opened.tickets)).await {
                 Ok(answer) => {
                     let winner = Winner {
                         provider: Arc::from(target.provider.name.as_str()),

@@ -1,0 +1,137 @@
+//! Admission: before an attempt is sent, each policy of a chain admits the
+//! candidate with a ticket or skips it with a reason. A ticket is settled
+//! exactly once, when the attempt ends — with its outcome and its usage —
+//! or, if it is dropped first (a client gone, a hedge lost), as abandoned.
+//! The circuit breaker and the `Retry-After` cooldown are the first two
+//! policies; limits, quotas and budgets are meant to be one policy each.
+
+mod breaker;
+mod cooldown;
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+pub use breaker::BreakerPolicy;
+pub use cooldown::CooldownPolicy;
+
+use crate::event::Usage;
+use crate::providers::Class;
+use crate::resilience::ProviderHealth;
+
+/// One candidate asking to be tried.
+pub struct Candidate<'a> {
+    /// The provider's configured name.
+    pub provider: &'a str,
+    /// Its shared health: breaker, cooldown, latency.
+    pub health: &'a ProviderHealth,
+    /// The route has no other candidate left: policies about the provider's
+    /// health let it through anyway (a route never shuts itself), policies
+    /// about the client or the budget do not.
+    pub last_resort: bool,
+}
+
+/// Why a candidate was passed over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SkipReason {
+    /// Its circuit breaker is open.
+    BreakerOpen,
+    /// It asked, with `Retry-After`, for no requests for this much longer.
+    CoolingDown(Duration),
+}
+
+/// A candidate passed over, and when it is due back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Skip {
+    /// Why.
+    pub reason: SkipReason,
+    /// When the policy would admit it again, for the last resort's order.
+    pub recovers_at: Instant,
+}
+
+/// How an admitted attempt ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settlement {
+    /// It failed before commit.
+    Failed(Class),
+    /// Its answer ended complete, having used this much.
+    Completed(Usage),
+    /// Its answer broke after commit.
+    Broke(Class),
+    /// It ended without an outcome: the client left, or a hedge lost.
+    Abandoned,
+}
+
+/// What one policy holds for an admitted attempt until it ends.
+pub trait Ticket: Send {
+    /// The attempt committed: its first token is going to the client.
+    fn committed(&mut self) {}
+
+    /// The attempt ended so; called exactly once.
+    fn settle(self: Box<Self>, how: Settlement);
+}
+
+/// One rule a candidate must pass.
+pub trait Policy: Send + Sync {
+    /// Admits `candidate`, with a ticket to settle when the policy needs
+    /// to hear how the attempt ended, or skips it.
+    fn admit(&self, candidate: &Candidate<'_>) -> Result<Option<Box<dyn Ticket>>, Skip>;
+}
+
+/// The policies, in order: the first skip wins.
+pub struct Admission {
+    policies: Vec<Box<dyn Policy>>,
+}
+
+impl Default for Admission {
+    /// The cooldown a provider asked for, then its breaker.
+    fn default() -> Self {
+        Admission { policies: vec![Box::new(CooldownPolicy), Box::new(BreakerPolicy)] }
+    }
+}
+
+impl Admission {
+    /// The default policies followed by `more` (limits, quotas, budgets).
+    pub fn with(more: Vec<Box<dyn Policy>>) -> Self {
+        let mut admission = Admission::default();
+        admission.policies.extend(more);
+        admission
+    }
+
+    /// Runs `candidate` through every policy; the tickets of those that
+    /// admitted it before one skipped are abandoned.
+    pub fn admit(&self, candidate: &Candidate<'_>) -> Result<Tickets, Skip> {
+        let mut tickets = Tickets::default();
+        for policy in &self.policies {
+            if let Some(ticket) = policy.admit(candidate)? {
+                tickets.held.push(ticket);
+            }
+        }
+        Ok(tickets)
+    }
+}
+
+/// Every ticket of one attempt, settled together exactly once; dropped
+/// unsettled, they settle as [`Settlement::Abandoned`].
+#[derive(Default)]
+pub struct Tickets {
+    held: Vec<Box<dyn Ticket>>,
+}
+
+impl Tickets {
+    /// The attempt committed.
+    pub fn committed(&mut self) {
+        self.held.iter_mut().for_each(|ticket| ticket.committed());
+    }
+
+    /// The attempt ended so.
+    pub fn settle(mut self, how: Settlement) {
+        self.held.drain(..).for_each(|ticket| ticket.settle(how));
+    }
+}
+
+impl Drop for Tickets {
+    fn drop(&mut self) {
+        self.held.drain(..).for_each(|ticket| ticket.settle(Settlement::Abandoned));
+    }
+}
