@@ -8,6 +8,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use tokio::time::{Instant, sleep, sleep_until, timeout_at};
 
+use super::commit::{CommitClock, Next};
 use super::drill::{DrillFault, Drilled};
 use super::splice;
 use super::{AttemptRecord, Engine, Failure, Plan};
@@ -17,23 +18,16 @@ use crate::event::{ChatRequest, Event};
 use crate::providers::{EventStream, Opener, ProviderError, Upstream};
 use crate::resilience::{ProviderHealth, backoff};
 
-/// The most answer bytes held back before commit: past it the attempt
-/// commits, whatever its commit window, so a provider cannot make baton hold
-/// an answer it has not sent yet.
-const MAX_HELD_BYTES: usize = 64 * 1024;
-
-/// The events read before commit. Usage reports are running totals, so a
-/// new one merges into the last instead of piling up.
+/// The events read before commit (the [`CommitClock`] bounds how many).
+/// Usage reports are running totals, so a new one merges into the last
+/// instead of piling up.
 #[derive(Default)]
 struct Held {
     events: Vec<Event>,
-    /// Text and tool-call bytes held.
-    bytes: usize,
 }
 
 impl Held {
     fn push(&mut self, event: Event) {
-        self.bytes = self.bytes.saturating_add(event.answer_bytes());
         match (self.events.last_mut(), event) {
             (Some(Event::Usage(last)), Event::Usage(later)) => last.merge(later),
             (_, event) => self.events.push(event),
@@ -255,9 +249,7 @@ impl Engine {
         drill: Option<DrillFault>,
         started: Instant,
     ) -> Result<(Vec<Event>, EventStream, Duration), Failure> {
-        let (window, idle) = (route.commit, route.idle_timeout);
-        let first_token_deadline = super::later(started, target.first_token_timeout);
-        let first_token_timeout = || Failure::FirstTokenTimeout(target.first_token_timeout.as_millis());
+        let clock = CommitClock::start(started, target.first_token_timeout, route.idle_timeout, route.commit);
         let upstream = Upstream {
             base_url: &target.provider.base_url,
             api_key: target.provider.api_key.as_ref().map(|key| key.expose()),
@@ -273,48 +265,34 @@ impl Engine {
             None => &*self.opener,
         };
         let opening = opener.open(target.provider.kind, upstream, req);
-        let mut events = timeout_at(first_token_deadline, opening).await.map_err(|_| first_token_timeout())??;
-        let mut held = Held::default();
-        let mut tokens = 0u32;
-        let mut first_token_at = None;
-        loop {
-            let commit_at = first_token_at.map(|at: Instant| super::later(at, window.after));
-            let ready = tokens >= window.tokens;
-            if held.bytes >= MAX_HELD_BYTES || ready && commit_at.is_some_and(|at| at <= Instant::now()) {
-                return Ok((held.events, events, first_token_at.map_or(Duration::ZERO, |at| at - started)));
-            }
-            let give_up_at =
-                if first_token_at.is_some() { super::later(Instant::now(), idle) } else { first_token_deadline };
-            let wake_at = match commit_at {
-                Some(at) if ready => at.min(give_up_at),
-                _ => give_up_at,
-            };
-            let next = tokio::select! {
-                next = events.next() => next,
-                () = sleep_until(wake_at) => {
-                    if wake_at < give_up_at {
-                        continue;
-                    }
-                    return Err(if first_token_at.is_some() { Failure::IdleTimeout(idle.as_millis()) } else { first_token_timeout() });
-                }
-            };
-            let Some(event) = next else {
-                // The answer ended cleanly; it commits if it said anything.
-                return match first_token_at {
-                    Some(at) => Ok((held.events, events, at - started)),
-                    None => Err(Failure::Empty),
-                };
-            };
-            let event = event?;
-            if event.is_content() {
-                tokens = tokens.saturating_add(1);
-                first_token_at.get_or_insert_with(Instant::now);
-            }
-            let finished = matches!(event, Event::Finish(_));
-            held.push(event);
-            if finished {
-                return Ok((held.events, events, first_token_at.map_or(Duration::ZERO, |at| at - started)));
-            }
-        }
+        let events =
+            timeout_at(clock.first_token_deadline(), opening).await.map_err(|_| clock.first_token_timeout())??;
+        read_to_commit(clock, events).await
+    }
+}
+
+/// Reads `events` until `clock` says commit or fail: returns the held
+/// events, the rest of the stream and the time to first token.
+async fn read_to_commit(
+    mut clock: CommitClock,
+    mut events: EventStream,
+) -> Result<(Vec<Event>, EventStream, Duration), Failure> {
+    let mut held = Held::default();
+    loop {
+        let wake_at = match clock.at(Instant::now()) {
+            Next::Commit { ttft } => return Ok((held.events, events, ttft)),
+            Next::Fail(failure) => return Err(failure),
+            Next::Hold { wake_at } => wake_at,
+        };
+        let next = tokio::select! {
+            next = events.next() => next,
+            () = sleep_until(wake_at) => continue,
+        };
+        let Some(event) = next else {
+            return clock.ended().map(|ttft| (held.events, events, ttft));
+        };
+        let event = event?;
+        clock.event(&event, Instant::now());
+        held.push(event);
     }
 }

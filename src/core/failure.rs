@@ -10,24 +10,24 @@ use crate::providers::{Class, ProviderError};
 
 /// One attempt's failure: the provider's own error, a deadline the core
 /// enforced, or a candidate skipped without being tried.
-#[derive(Debug, Error)]
+#[derive(Debug, PartialEq, Error)]
 pub enum Failure {
     /// The provider failed.
     #[error(transparent)]
     Provider(#[from] ProviderError),
     /// No first token within the target's first-token deadline.
-    #[error("no first token within {0} ms")]
-    FirstTokenTimeout(u128),
+    #[error("no first token within {} ms", .0.as_millis())]
+    FirstTokenTimeout(Duration),
     /// A stream went silent for longer than the idle timeout.
-    #[error("no event for {0} ms")]
-    IdleTimeout(u128),
+    #[error("no event for {} ms", .0.as_millis())]
+    IdleTimeout(Duration),
     /// The stream ended before any content, yet with its end marker.
     #[error("the stream ended without any content")]
     Empty,
     /// The request's own time ran out before any candidate committed (or,
     /// for an answer sent whole, before it ended).
-    #[error("the request timeout of {0} ms ran out")]
-    RequestTimeout(u128),
+    #[error("the request timeout of {} ms ran out", .0.as_millis())]
+    RequestTimeout(Duration),
     /// An answer sent whole grew past `max_answer_bytes`.
     #[error("the answer is larger than the limit of {0} bytes")]
     AnswerTooLarge(usize),

@@ -4,6 +4,7 @@
 //! client side or any provider's wire format.
 
 mod attempt;
+mod commit;
 mod drill;
 mod failure;
 mod relay;
@@ -308,7 +309,7 @@ fn request_timeout_record(route: &Route) -> AttemptRecord {
     AttemptRecord {
         provider: "baton".to_owned(),
         model: route.model.clone(),
-        failure: Failure::RequestTimeout(timeout.as_millis()),
+        failure: Failure::RequestTimeout(timeout),
         elapsed: timeout,
     }
 }

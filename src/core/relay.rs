@@ -54,7 +54,7 @@ pub(super) fn committed(held: Vec<Event>, rest: EventStream, idle: Duration, tic
                 return None;
             }
             Ok(Some(Err(err))) => Failure::Provider(err),
-            Err(()) => Failure::IdleTimeout(idle.as_millis()),
+            Err(()) => Failure::IdleTimeout(idle),
         };
         tickets.settle(Settlement::Broke(failure.class()));
         Some((Err(failure), None))
@@ -89,5 +89,5 @@ pub async fn collect(
         }
         Ok(all)
     };
-    tokio::time::timeout_at(deadline, read).await.unwrap_or(Err(Failure::RequestTimeout(timeout.as_millis())))
+    tokio::time::timeout_at(deadline, read).await.unwrap_or(Err(Failure::RequestTimeout(timeout)))
 }

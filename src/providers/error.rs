@@ -7,7 +7,7 @@ use thiserror::Error;
 
 /// A failure of one provider attempt. Every variant says where the fault came
 /// from; [`ProviderError::is_failover`] says whether another provider may help.
-#[derive(Debug, Clone, Error)]
+#[derive(Debug, Clone, PartialEq, Error)]
 pub enum ProviderError {
     /// No connection, or it broke before a response: refused, reset, DNS, TLS.
     #[error("connection failed: {0}")]
