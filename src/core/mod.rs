@@ -320,6 +320,6 @@ fn far_future() -> Instant {
 
 /// `at + wait`, or a time far enough to mean never when that cannot be
 /// represented: waits come from config values and providers' headers.
-pub(crate) fn later(at: Instant, wait: Duration) -> Instant {
+pub fn later(at: Instant, wait: Duration) -> Instant {
     at.checked_add(wait).or_else(|| at.checked_add(Duration::from_secs(86_400 * 365 * 30))).unwrap_or(at)
 }

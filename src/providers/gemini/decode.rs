@@ -124,7 +124,7 @@ impl GeminiDecoder {
     /// up when Gemini gives none.
     fn tool_call(&mut self, call: FunctionCall) -> Event {
         let index = self.tool_calls;
-        self.tool_calls += 1;
+        self.tool_calls = self.tool_calls.saturating_add(1);
         Event::ToolCall(ToolCallDelta {
             index,
             id: Some(call.id.unwrap_or_else(|| format!("call_{index}"))),
