@@ -12,7 +12,7 @@ use super::commit::{CommitClock, Next};
 use super::drill::{DrillFault, Drilled};
 use super::splice;
 use super::{AttemptRecord, Engine, Failure, Plan};
-use crate::admission::{Candidate, Settlement, Tickets};
+use crate::admission::{Candidate, Settlement, Skip, Tickets};
 use crate::config::{Route, Target};
 use crate::event::{ChatRequest, Event};
 use crate::providers::{EventStream, Opener, ProviderError, Upstream};
@@ -59,6 +59,16 @@ pub(super) struct TargetRun {
     pub skipped_until: Option<Instant>,
 }
 
+/// Who one try is for.
+#[derive(Clone, Copy)]
+struct Try<'a> {
+    target: &'a Target,
+    health: &'a ProviderHealth,
+    drill: Option<DrillFault>,
+    /// Past open breakers and cooldowns: nothing else is left.
+    last_resort: bool,
+}
+
 /// What a turn asks of its target: the client's request, or the rest of an
 /// answer that broke after it reached the client.
 #[derive(Clone, Copy)]
@@ -103,41 +113,17 @@ impl Engine {
         let mut retry = 0;
         loop {
             let started = Instant::now();
-            let candidate = Candidate { provider: &target.provider.name, health: &health, last_resort: forced };
-            let outcome = match self.admission.admit(&candidate) {
-                Err(skip) => {
-                    run.skipped_until = Some(skip.recovers_at);
-                    Err(Failure::skipped(skip.reason))
-                }
-                Ok(tickets) => match self.open(target, &req, route, drill, started).await {
-                    Ok((held, rest, ttft)) => Ok((held, rest, tickets, ttft)),
-                    Err(mut failure) => {
-                        if drill.is_some() {
-                            failure = Failure::Drill(Box::new(failure));
-                        }
-                        tickets.settle(Settlement::Failed(failure.class()));
-                        if let (Failure::Provider(err), Some(key)) = (&mut failure, &target.provider.api_key) {
-                            err.redact(key.expose());
-                        }
-                        Err(failure)
-                    }
-                },
-            };
-            let mut failure = match outcome {
-                Ok((held, rest, mut tickets, ttft)) => {
+            let one = Try { target, health: &health, drill, last_resort: forced };
+            let mut failure = match self.try_once(&one, &req, route, started).await {
+                Ok((opened, ttft)) => {
                     self.observe_attempt(plan.id, target, &health, retry, started, Ok(ttft));
-                    // A drill's answer says nothing about the provider: its tickets are abandoned.
-                    let tickets = match drill {
-                        Some(_) => Tickets::default(),
-                        None => {
-                            tickets.committed();
-                            tickets
-                        }
-                    };
-                    run.opened = Some(Opened { held, rest, tickets });
+                    run.opened = Some(opened);
                     return run;
                 }
-                Err(failure) => failure,
+                Err((failure, skipped_until)) => {
+                    run.skipped_until = skipped_until;
+                    failure
+                }
             };
             self.observe_attempt(plan.id, target, &health, retry, started, Err(&failure));
             let prefill_rejected = prefilled && matches!(failure, Failure::Provider(ProviderError::BadRequest { .. }));
@@ -160,6 +146,45 @@ impl Engine {
                 None => return run,
             }
             retry += 1;
+        }
+    }
+
+    /// One try of `target`: admission, the request, reading to its commit
+    /// point. The admission tickets are settled on failure and carried by
+    /// the opened answer otherwise; a skip says when the target is due back.
+    async fn try_once(
+        &self,
+        one: &Try<'_>,
+        req: &ChatRequest,
+        route: &Route,
+        started: Instant,
+    ) -> Result<(Opened, Duration), (Failure, Option<Instant>)> {
+        let Try { target, health, drill, last_resort } = *one;
+        let candidate = Candidate { provider: &target.provider.name, health, last_resort };
+        let skipped = |skip: Skip| (Failure::skipped(skip.reason), Some(skip.recovers_at));
+        let mut tickets = self.admission.admit(&candidate).map_err(skipped)?;
+        match self.open(target, req, route, drill, started).await {
+            Ok((held, rest, ttft)) => {
+                // A drill's answer says nothing about the provider: its tickets are abandoned.
+                let tickets = match drill {
+                    Some(_) => Tickets::default(),
+                    None => {
+                        tickets.committed();
+                        tickets
+                    }
+                };
+                Ok((Opened { held, rest, tickets }, ttft))
+            }
+            Err(mut failure) => {
+                if drill.is_some() {
+                    failure = Failure::Drill(Box::new(failure));
+                }
+                tickets.settle(Settlement::Failed(failure.class()));
+                if let (Failure::Provider(err), Some(key)) = (&mut failure, &target.provider.api_key) {
+                    err.redact(key.expose());
+                }
+                Err((failure, None))
+            }
         }
     }
 

@@ -7,19 +7,16 @@ mod attempt;
 mod commit;
 mod drill;
 mod failure;
+mod race;
 mod relay;
 mod resume;
 mod splice;
 
-use std::collections::VecDeque;
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::StreamExt;
-use futures_util::stream::FuturesUnordered;
-use tokio::time::{Instant, sleep_until};
+use tokio::time::Instant;
 
 pub use drill::{DrillFault, Drills};
 pub use failure::{AttemptRecord, Failure, ProxyError};
@@ -35,6 +32,7 @@ use crate::providers::driver::HttpOpener;
 use crate::providers::{Opener, ProviderError};
 use crate::resilience::Health;
 use attempt::{Ask, TargetRun};
+use race::{Failures, Queue, Race};
 
 /// The shortest automatic hedge delay, so a fast primary is not hedged on noise.
 const HEDGE_AUTO_FLOOR: Duration = Duration::from_millis(50);
@@ -176,98 +174,48 @@ impl Engine {
         Fut: Future<Output = Result<T, Failure>>,
     {
         let route = plan.route;
-        let mut failed: Vec<AttemptRecord> = Vec::new();
-        let mut pending: VecDeque<usize> = plan.order.iter().copied().collect();
-        // Candidates skipped by a breaker or a cooldown, tried when no other is left.
-        let mut last_resort: Vec<(Instant, usize)> = Vec::new();
-        let mut forced = false;
-        let mut needs_window_above: Option<u64> = None;
-        let mut turns: FuturesUnordered<Pin<Box<dyn Future<Output = TargetRun> + Send + '_>>> = FuturesUnordered::new();
-        let mut last_start = Instant::now();
-        let mut last_started: Option<usize> = None;
+        let hedge = self.hedge_delay(route);
+        let (mut queue, mut race, mut failed) = (Queue::new(&plan.order), Race::new(), Failures::default());
         let mut last_failed = plan.after;
         loop {
             if plan.deadline.is_some_and(|deadline| deadline <= Instant::now()) {
-                failed.push(request_timeout_record(route));
+                failed.records.push(request_timeout_record(route));
                 break;
             }
-            let idle = turns.is_empty();
-            let hedge_due =
-                !idle && self.hedge_delay(route).is_some_and(|delay| later(last_start, delay) <= Instant::now());
-            if idle && pending.is_empty() && !forced && !last_resort.is_empty() {
-                last_resort.sort_unstable();
-                pending.extend(last_resort.drain(..).map(|(_, index)| index));
-                forced = true;
-            }
-            if idle || hedge_due {
-                let fits = |index: usize| {
-                    let window = route.targets.get(index).and_then(|t| t.context_window);
-                    needs_window_above.is_none_or(|floor| window.is_some_and(|w| w > floor))
-                };
-                while let Some(index) = pending.pop_front() {
-                    if !fits(index) {
-                        continue;
-                    }
-                    let moved_from =
-                        if hedge_due { last_started.map(|from| (from, "hedge")) } else { last_failed.take() };
-                    if let Some((from, reason)) = moved_from {
+            let hedge_due = race.hedge_due(hedge) && queue.has_pending();
+            if race.is_idle() || hedge_due {
+                if let Some((index, forced)) = queue.next(route) {
+                    let from =
+                        if hedge_due { race.last_started.map(|from| (from, "hedge")) } else { last_failed.take() };
+                    if let Some((from, reason)) = from {
                         self.record_failover(route, from, index, reason);
                     }
-                    turns.push(Box::pin(self.run_target(&plan, index, forced)));
-                    last_start = Instant::now();
-                    last_started = Some(index);
-                    break;
+                    race.start(index, Box::pin(self.run_target(&plan, index, forced)));
                 }
             }
-            if turns.is_empty() {
-                if !forced && !last_resort.is_empty() {
+            if race.is_idle() {
+                if queue.has_last_resort() {
                     continue;
                 }
                 break;
             }
-            let hedge_at = self.hedge_delay(route).filter(|_| !pending.is_empty()).map(|d| later(last_start, d));
-            let wake_at = [hedge_at, plan.deadline].into_iter().flatten().min();
-            let run = tokio::select! {
-                Some(run) = turns.next() => run,
-                () = sleep_until(wake_at.unwrap_or_else(far_future)), if wake_at.is_some() => continue,
-            };
-            let Some(target) = route.targets.get(run.index) else { continue };
-            if let Some(until) = run.skipped_until {
-                last_resort.push((until, run.index));
-            }
+            let Some(run) = race.next(hedge.filter(|_| queue.has_pending()), plan.deadline).await else { continue };
             if let Some(last) = run.failures.last() {
                 last_failed = Some((run.index, last.failure.kind()));
             }
-            failed.extend(run.failures);
-            if let (Ask::Fresh(_), Some(last)) = (plan.ask, failed.last()) {
-                if let Failure::Provider(ProviderError::BadRequest { context_length, .. }) = &last.failure {
-                    match target.context_window.filter(|_| *context_length) {
-                        Some(window) => needs_window_above = Some(window),
-                        None => {
-                            return Err(failed
-                                .pop()
-                                .map(ProxyError::rejected)
-                                .unwrap_or(ProxyError::AllFailed(failed)));
-                        }
-                    }
-                }
-            }
-            let Some(opened) = run.opened else { continue };
-            turns.clear();
-            let attempts =
-                u32::try_from(failed.iter().filter(|r| !r.failure.is_skip()).count() + 1).unwrap_or(u32::MAX);
+            let Some(opened) = absorb(&plan, &mut queue, &mut failed, run)? else { continue };
+            race.stop();
+            let (index, opened) = opened;
+            let Some(target) = route.targets.get(index) else { continue };
+            let attempts = failed.attempts_with_winner();
             let started = Instant::now();
             match finish(relay::committed(opened.held, opened.rest, route.idle_timeout, opened.tickets)).await {
                 Ok(answer) => {
-                    let winner = Winner {
-                        provider: Arc::from(target.provider.name.as_str()),
-                        model: target.model.clone(),
-                        attempts,
-                        target: run.index,
-                    };
+                    let provider = Arc::from(target.provider.name.as_str());
+                    let winner = Winner { provider, model: target.model.clone(), attempts, target: index };
                     return Ok((winner, answer));
                 }
-                Err(failure) => failed.push(AttemptRecord {
+                Err(failure) => failed.records.push(AttemptRecord {
                     provider: target.provider.name.clone(),
                     model: target.model.clone(),
                     failure,
@@ -275,13 +223,7 @@ impl Engine {
                 }),
             }
         }
-        // A context-length error that no later target had the window for goes back to the client.
-        if matches!(plan.ask, Ask::Fresh(_)) {
-            if let Some(last) = failed.pop_if(|record| !record.failure.is_failover()) {
-                return Err(ProxyError::rejected(last));
-            }
-        }
-        Err(ProxyError::AllFailed(failed))
+        Err(failed.into_error(matches!(plan.ask, Ask::Fresh(_))))
     }
 
     fn record_failover(&self, route: &Route, from: usize, to: usize, reason: &str) {
@@ -302,6 +244,35 @@ impl Engine {
             }
         }
     }
+}
+
+/// Takes in a finished turn: its skip, its failures, and its answer if it
+/// committed. A provider that rejects the client's request itself ends the
+/// pass at once, unless it was a context-length error and a later target
+/// declares a larger window.
+fn absorb(
+    plan: &Plan<'_>,
+    queue: &mut Queue,
+    failed: &mut Failures,
+    run: TargetRun,
+) -> Result<Option<(usize, attempt::Opened)>, ProxyError> {
+    let Some(target) = plan.route.targets.get(run.index) else { return Ok(None) };
+    if let Some(until) = run.skipped_until {
+        queue.skipped(run.index, until);
+    }
+    failed.records.extend(run.failures);
+    if let (Ask::Fresh(_), Some(last)) = (plan.ask, failed.records.last()) {
+        if let Failure::Provider(ProviderError::BadRequest { context_length, .. }) = &last.failure {
+            match target.context_window.filter(|_| *context_length) {
+                Some(window) => queue.need_window_above(window),
+                None => {
+                    let rejected = failed.records.pop().map(ProxyError::rejected);
+                    return Err(rejected.unwrap_or_else(|| ProxyError::AllFailed(Vec::new())));
+                }
+            }
+        }
+    }
+    Ok(run.opened.map(|opened| (run.index, opened)))
 }
 
 fn request_timeout_record(route: &Route) -> AttemptRecord {

@@ -148,36 +148,49 @@ pub async fn serve(
             tokio::spawn(turn_away(stream));
             continue;
         };
-        let stall = ClientStall::default();
-        let io = StallGuard::new(ParseErrorBodies::new(stream), limits.stall_timeout, stall.clone());
-        let router = router.clone();
-        let service = tower::service_fn(move |mut request: axum::extract::Request<hyper::body::Incoming>| {
-            request.extensions_mut().insert(stall.clone());
-            router.clone().oneshot(request)
-        });
-        let connection = http1::Builder::new()
-            .max_buf_size(MAX_READ_BUFFER)
-            .timer(TokioTimer::new())
-            .header_read_timeout(HEADER_READ_TIMEOUT)
-            .serve_connection(TokioIo::new(io), TowerToHyperService::new(service));
-        let connection = graceful.watch(connection);
-        let metrics = Arc::clone(&limits.metrics);
-        tokio::spawn(async move {
-            if let Err(err) = connection.await {
-                let stalled = std::error::Error::source(&err)
-                    .and_then(|source| source.downcast_ref::<io::Error>())
-                    .is_some_and(|io| io.kind() == io::ErrorKind::TimedOut);
-                if stalled {
-                    metrics.client_fault("client_stalled");
-                }
-                tracing::debug!(error = %err, "client connection ended with an error");
-            }
-            drop(slot);
-        });
+        serve_connection(stream, &router, &limits, &graceful, slot);
     }
     drop(listener);
     graceful.shutdown().await;
     Ok(())
+}
+
+/// Serves one client connection on its own task, holding its `slot` of the
+/// cap until it ends: its socket stalls out and turns parse errors into
+/// JSON, and each request on it knows the connection's stall flag.
+fn serve_connection(
+    stream: TcpStream,
+    router: &Router,
+    limits: &ConnectionLimits,
+    graceful: &GracefulShutdown,
+    slot: tokio::sync::OwnedSemaphorePermit,
+) {
+    let stall = ClientStall::default();
+    let io = StallGuard::new(ParseErrorBodies::new(stream), limits.stall_timeout, stall.clone());
+    let router = router.clone();
+    let service = tower::service_fn(move |mut request: axum::extract::Request<hyper::body::Incoming>| {
+        request.extensions_mut().insert(stall.clone());
+        router.clone().oneshot(request)
+    });
+    let connection = http1::Builder::new()
+        .max_buf_size(MAX_READ_BUFFER)
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .serve_connection(TokioIo::new(io), TowerToHyperService::new(service));
+    let connection = graceful.watch(connection);
+    let metrics = Arc::clone(&limits.metrics);
+    tokio::spawn(async move {
+        if let Err(err) = connection.await {
+            let stalled = std::error::Error::source(&err)
+                .and_then(|source| source.downcast_ref::<io::Error>())
+                .is_some_and(|io| io.kind() == io::ErrorKind::TimedOut);
+            if stalled {
+                metrics.client_fault("client_stalled");
+            }
+            tracing::debug!(error = %err, "client connection ended with an error");
+        }
+        drop(slot);
+    });
 }
 
 /// Answers a connection past the cap with a 503 in the OpenAI error shape,
