@@ -91,7 +91,6 @@ pub fn serve_threads(
             let (listener, router, limits, mut stop) =
                 (listener.try_clone()?, router.clone(), limits.clone(), stop.clone());
             std::thread::Builder::new().name(format!("baton-worker-{worker}")).spawn(move || {
-                crate::providers::client::use_own_connections(worker);
                 let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
                 runtime.block_on(async move {
                     let listener = TcpListener::from_std(listener)?;

@@ -25,7 +25,6 @@ use thiserror::Error;
 
 use connect::{Connector, Io};
 use pool::Pool;
-pub use pool::use_own_connections;
 
 type RequestBody = Full<Bytes>;
 

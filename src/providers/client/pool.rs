@@ -2,14 +2,14 @@
 //! the provider closed it meanwhile shows only when it is taken; the newest
 //! leaves first, as the likeliest to still be open.
 //!
-//! A thread that runs a runtime of its own keeps its own idle connections
-//! ([`use_own_connections`]): a connection is driven by the reactor of the
-//! runtime that opened it, and one taken by another thread's runtime would
-//! cost a cross-thread wake-up per read.
+//! Each thread keeps idle connections of its own: a connection is driven by
+//! the reactor of the runtime that opened it, and with a runtime per thread
+//! (how `baton serve` runs) one taken by another thread's runtime would cost
+//! a cross-thread wake-up per read.
 
-use std::cell::Cell;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::thread::{self, ThreadId};
 use std::time::{Duration, Instant};
 
 use super::{Connection, Idle, Origin};
@@ -17,26 +17,14 @@ use super::{Connection, Idle, Origin};
 /// How long connections to a provider that sent stray bytes are not kept.
 const DISTRUST_FOR: Duration = Duration::from_secs(60);
 
-thread_local! {
-    /// Whose idle connections this thread takes and returns; 0 unless set.
-    static OWNER: Cell<usize> = const { Cell::new(0) };
-}
-
-/// Makes this thread take and return idle connections of its own, apart
-/// from other threads': for a thread that runs its own single-threaded
-/// runtime. `owner` must differ between such threads.
-pub fn use_own_connections(owner: usize) {
-    OWNER.set(owner);
-}
-
-/// Keep-alive connections, at most `max_per_origin` per origin and owner,
+/// Keep-alive connections, at most `max_per_origin` per origin and thread,
 /// none older than `idle_timeout`.
 pub(super) struct Pool {
-    idle: Mutex<HashMap<(usize, Origin), VecDeque<Connection>>>,
+    idle: Mutex<HashMap<(ThreadId, Origin), VecDeque<Connection>>>,
     max_per_origin: usize,
     idle_timeout: Duration,
     /// The owners whose runtime runs a reaper for their idle connections.
-    reaping: Mutex<HashSet<usize>>,
+    reaping: Mutex<HashSet<ThreadId>>,
     /// Origins that sent bytes no request asked for, and until when their
     /// connections are closed after one answer instead of kept.
     distrusted: Mutex<HashMap<Origin, Instant>>,
@@ -54,7 +42,7 @@ impl Pool {
         tracing::warn!(host = %origin.host, port = origin.port, "a provider sent bytes no request asked for; its connections are not reused for 60 s");
         let dropped: Vec<Connection> = {
             let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
-            let keys: Vec<(usize, Origin)> = idle.keys().filter(|(_, o)| *o == origin).cloned().collect();
+            let keys: Vec<(ThreadId, Origin)> = idle.keys().filter(|(_, o)| *o == origin).cloned().collect();
             keys.iter().filter_map(|key| idle.remove(key)).flatten().collect()
         };
         drop(dropped);
@@ -75,7 +63,7 @@ impl Pool {
 
     /// Closes this thread's idle connections older than the idle timeout,
     /// so connections left after a burst do not hold descriptors forever.
-    fn reap(&self, owner: usize) {
+    fn reap(&self, owner: ThreadId) {
         let expired: Vec<Connection> = {
             let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
             let mut expired = Vec::new();
@@ -93,7 +81,7 @@ impl Pool {
     /// that reaps them four times per idle timeout (so none outlives it by
     /// more than a quarter), unless one already runs; it ends with the pool
     /// or the runtime.
-    fn ensure_reaper(self: &Arc<Self>, owner: usize) {
+    fn ensure_reaper(self: &Arc<Self>, owner: ThreadId) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
         if !self.reaping.lock().unwrap_or_else(PoisonError::into_inner).insert(owner) {
             return;
@@ -117,7 +105,7 @@ impl Pool {
         loop {
             let (newest, expired) = {
                 let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
-                let queue = idle.get_mut(&(OWNER.get(), origin.clone()))?;
+                let queue = idle.get_mut(&(thread::current().id(), origin.clone()))?;
                 let fresh = queue.iter().position(|conn| conn.idle_for() <= self.idle_timeout).unwrap_or(queue.len());
                 let expired: Vec<Connection> = queue.drain(..fresh).collect();
                 (queue.pop_back(), expired)
@@ -141,10 +129,10 @@ impl Pool {
         if self.is_distrusted(&origin) {
             return;
         }
-        self.ensure_reaper(OWNER.get());
+        self.ensure_reaper(thread::current().id());
         let evicted = {
             let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
-            let queue = idle.entry((OWNER.get(), origin)).or_default();
+            let queue = idle.entry((thread::current().id(), origin)).or_default();
             queue.push_back(conn);
             (queue.len() > self.max_per_origin).then(|| queue.pop_front()).flatten()
         };
@@ -156,7 +144,7 @@ impl Pool {
 /// the next connection kept starts another.
 struct ReaperGuard {
     pool: Weak<Pool>,
-    owner: usize,
+    owner: ThreadId,
 }
 
 impl Drop for ReaperGuard {
