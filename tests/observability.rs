@@ -7,10 +7,13 @@ mod support;
 
 use std::time::Duration;
 
-use baton::mock::{Fault, MockProvider};
-use futures_util::StreamExt;
+use baton::mock::{Fault, MockHandle, MockProvider};
+use baton::resilience::BreakerState;
 use serde_json::Value;
-use support::{Proxy, chat_body, post_chat, provider_toml, within};
+use support::{
+    ChatConfig, Proxy, Spawned, chat_body, eventually, leave_after_first_chunk, open_chat, post_chat, provider_toml,
+    within,
+};
 
 const HARD_LIMIT: Duration = Duration::from_secs(20);
 const NO_BREAKER: &str = "breaker = { failure_threshold = 1000000, window = 1000000 }";
@@ -38,45 +41,31 @@ async fn scrape(proxy: &Proxy) -> String {
     reqwest::get(proxy.url("/metrics")).await.expect("metrics").text().await.expect("text")
 }
 
-fn two_providers(primary: &baton::mock::MockHandle, secondary: &baton::mock::MockHandle, top: &str) -> String {
-    format!(
-        "{top}\n{}\n{NO_BREAKER}\n\n{}[[routes]]\nmodel = \"chat\"\ntargets = [{{ provider = \"primary\", model = \"p\" }}, {{ provider = \"secondary\", model = \"s\" }}]\n",
-        provider_toml("primary", primary.provider_kind(), &primary.base_url()).trim_end(),
-        provider_toml("secondary", secondary.provider_kind(), &secondary.base_url()),
-    )
+fn two_providers(primary: &MockHandle, secondary: &MockHandle, top: &str) -> String {
+    let route = ChatConfig::new().top(top).mock("primary", primary).provider_keys(NO_BREAKER).model("p");
+    route.mock("secondary", secondary).model("s").toml()
 }
 
 #[tokio::test]
 async fn metrics_count_a_scripted_failover_scenario_exactly() {
     within(HARD_LIMIT, async {
-        let primary = MockProvider::anthropic().fault(Fault::Http5xx).spawn().await.expect("mock");
-        let secondary = MockProvider::gemini().tokens(8).gap(Duration::from_millis(30)).spawn().await.expect("mock");
+        let primary = MockProvider::anthropic().fault(Fault::Http5xx).spawned().await;
+        let secondary = MockProvider::gemini().tokens(8).gap(Duration::from_millis(30)).spawned().await;
         let proxy = Proxy::start(&two_providers(&primary, &secondary, "")).await;
         for stream in [true, true, true, false] {
             assert_eq!(post_chat(&proxy, &chat_body(stream)).await.status, 200);
         }
-        // One client that leaves after the first chunk.
-        let response = reqwest::Client::new()
-            .post(proxy.url("/v1/chat/completions"))
-            .json(&chat_body(true))
-            .send()
-            .await
-            .expect("answer");
-        let mut body = response.bytes_stream();
-        body.next().await.expect("a first chunk").expect("readable");
-        drop(body);
+        leave_after_first_chunk(&proxy).await;
         // Requests that never reach a route are not counted against one.
         let unknown = serde_json::json!({ "model": "nope", "messages": [{ "role": "user", "content": "x" }] });
         assert_eq!(post_chat(&proxy, &unknown).await.status, 404);
 
-        let mut text = scrape(&proxy).await;
-        for _ in 0..50 {
-            if sample(&text, "baton_requests_total", &[("route", "chat"), ("outcome", "client_disconnect")]).is_some() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            text = scrape(&proxy).await;
-        }
+        let disconnect = [("route", "chat"), ("outcome", "client_disconnect")];
+        eventually(Duration::from_secs(1), || async {
+            sample(&scrape(&proxy).await, "baton_requests_total", &disconnect).is_some()
+        })
+        .await;
+        let text = scrape(&proxy).await;
         let expect = |name: &str, labels: &[(&str, &str)], value: f64| {
             assert_eq!(sample(&text, name, labels), Some(value), "{name}{labels:?} in:\n{text}");
         };
@@ -101,16 +90,12 @@ async fn metrics_count_a_scripted_failover_scenario_exactly() {
 #[tokio::test]
 async fn an_open_breaker_and_a_stream_in_flight_show_as_gauges() {
     within(HARD_LIMIT, async {
-        let dead = MockProvider::openai().fault(Fault::Http5xx).spawn().await.expect("mock");
-        let slow = MockProvider::anthropic().tokens(100).gap(Duration::from_millis(50)).spawn().await.expect("mock");
-        let config = format!(
-            "{}\nbreaker = {{ failure_threshold = 1 }}\n\n{}[[routes]]\nmodel = \"chat\"\ntargets = [{{ provider = \"dead\", model = \"d\" }}, {{ provider = \"slow\", model = \"s\" }}]\n",
-            provider_toml("dead", dead.provider_kind(), &dead.base_url()).trim_end(),
-            provider_toml("slow", slow.provider_kind(), &slow.base_url()),
-        );
-        let proxy = Proxy::start(&config).await;
-        let response =
-            reqwest::Client::new().post(proxy.url("/v1/chat/completions")).json(&chat_body(true)).send().await.expect("answer");
+        let dead = MockProvider::openai().fault(Fault::Http5xx).spawned().await;
+        let slow = MockProvider::anthropic().tokens(100).gap(Duration::from_millis(50)).spawned().await;
+        let config =
+            ChatConfig::new().mock("dead", &dead).provider_keys("breaker = { failure_threshold = 1 }").model("d");
+        let proxy = Proxy::start(&config.mock("slow", &slow).model("s").toml()).await;
+        let response = open_chat(&proxy, &chat_body(true)).await;
         let text = scrape(&proxy).await;
         assert_eq!(sample(&text, "baton_breaker_state", &[("provider", "dead")]), Some(2.0), "open");
         assert_eq!(sample(&text, "baton_inflight_streams", &[("provider", "slow")]), Some(1.0), "one stream in flight");
@@ -122,9 +107,8 @@ async fn an_open_breaker_and_a_stream_in_flight_show_as_gauges() {
 #[tokio::test]
 async fn the_status_api_tells_who_is_serving_and_why() {
     within(HARD_LIMIT, async {
-        let primary = MockProvider::anthropic().fault(Fault::Http5xx).spawn().await.expect("mock");
-        let secondary =
-            MockProvider::gemini().first_token_after(Duration::from_millis(20)).spawn().await.expect("mock");
+        let primary = MockProvider::anthropic().fault(Fault::Http5xx).spawned().await;
+        let secondary = MockProvider::gemini().first_token_after(Duration::from_millis(20)).spawned().await;
         let token = "status-token-0123456789";
         let proxy = Proxy::start(&two_providers(&primary, &secondary, &format!("admin_token = \"{token}\""))).await;
         for _ in 0..3 {
@@ -165,9 +149,9 @@ async fn the_status_api_tells_who_is_serving_and_why() {
 #[tokio::test]
 async fn a_reload_replaces_routes_and_keeps_what_was_learned() {
     within(HARD_LIMIT, async {
-        let dead = MockProvider::openai().fault(Fault::Http5xx).spawn().await.expect("mock");
-        let slow = MockProvider::anthropic().marker("old").tokens(20).gap(Duration::from_millis(20)).spawn().await.expect("mock");
-        let fresh = MockProvider::gemini().marker("new").spawn().await.expect("mock");
+        let dead = MockProvider::openai().fault(Fault::Http5xx).spawned().await;
+        let slow = MockProvider::anthropic().marker("old").tokens(20).gap(Duration::from_millis(20)).spawned().await;
+        let fresh = MockProvider::gemini().marker("new").spawned().await;
         let providers = format!(
             "{}\nbreaker = {{ failure_threshold = 1, cooldown_ms = 60000 }}\n\n{}{}",
             provider_toml("dead", dead.provider_kind(), &dead.base_url()).trim_end(),
@@ -179,10 +163,9 @@ async fn a_reload_replaces_routes_and_keeps_what_was_learned() {
         let proxy = Proxy::start_from_file(&path).await;
 
         // The dead provider's breaker opens, and a slow stream is in flight.
-        let in_flight =
-            reqwest::Client::new().post(proxy.url("/v1/chat/completions")).json(&chat_body(true)).send().await.expect("answer");
+        let in_flight = open_chat(&proxy, &chat_body(true)).await;
         assert_eq!(in_flight.headers()["x-baton-provider"], "slow");
-        assert_eq!(proxy.engine.health().provider("dead").breaker.state(), baton::resilience::BreakerState::Open);
+        assert_eq!(proxy.engine.health().provider("dead").breaker.state(), BreakerState::Open);
 
         let after = format!("{providers}[[routes]]\nmodel = \"chat\"\ntargets = [{{ provider = \"dead\", model = \"d\" }}, {{ provider = \"fresh\", model = \"f\" }}]\n\n[[routes]]\nmodel = \"chat2\"\ntargets = [{{ provider = \"fresh\", model = \"f\" }}]\n");
         std::fs::write(&path, &after).expect("write");
