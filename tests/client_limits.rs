@@ -10,16 +10,20 @@ mod support;
 use std::time::{Duration, Instant};
 
 use baton::mock::{MockHandle, MockProvider};
-use baton::providers::ProviderKind;
 use support::raw::{RawProvider, SSE_HEAD, Step, openai_text};
-use support::{Proxy, chat_body, mocks_toml, route_toml, within};
+use support::{ChatConfig, Proxy, Spawned, chat_body, eventually, within};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
 const HARD_LIMIT: Duration = Duration::from_secs(30);
 
+/// Top-level keys `top` over a route "chat" with 5 s deadlines.
+fn config(top: &str) -> ChatConfig {
+    ChatConfig::new().top(top).deadlines(5000, 5000)
+}
+
 async fn proxy(top: &str, provider: &MockHandle) -> Proxy {
-    Proxy::start(&format!("{top}\n{}", mocks_toml(&[("p", provider)], 5000, 5000))).await
+    Proxy::start(&config(top).mock("p", provider).toml()).await
 }
 
 /// Sends `head` (and nothing more) and reads whatever comes back until the
@@ -41,7 +45,7 @@ fn chat_head(content_length: usize) -> String {
 #[tokio::test]
 async fn a_body_that_trickles_in_is_answered_408_at_the_body_timeout() {
     within(HARD_LIMIT, async {
-        let provider = MockProvider::openai().spawn().await.expect("mock");
+        let provider = MockProvider::openai().spawned().await;
         let proxy = proxy("body_read_timeout_ms = 300", &provider).await;
         let started = Instant::now();
         let socket = TcpStream::connect(proxy.addr).await.expect("connect");
@@ -73,7 +77,7 @@ async fn a_body_that_trickles_in_is_answered_408_at_the_body_timeout() {
 #[tokio::test]
 async fn a_declared_body_over_the_limit_is_refused_before_it_is_read() {
     within(HARD_LIMIT, async {
-        let provider = MockProvider::openai().spawn().await.expect("mock");
+        let provider = MockProvider::openai().spawned().await;
         let proxy = proxy("max_body_bytes = 1000", &provider).await;
         let started = Instant::now();
         let answer = send_and_read(&proxy, &format!("{}{{\"model\":", chat_head(100_000_000))).await;
@@ -92,11 +96,7 @@ async fn a_client_that_stops_reading_is_dropped_with_its_upstream() {
             vec![Step::Write(SSE_HEAD.to_vec()), Step::Flood(words.repeat(64).into_bytes())]
         })
         .await;
-        let proxy = Proxy::start(&format!(
-            "client_stall_timeout_ms = 500\n{}",
-            route_toml(&[("p", ProviderKind::OpenAi, format!("{}/v1", flood.url))], 5000, 5000)
-        ))
-        .await;
+        let proxy = Proxy::start(&config("client_stall_timeout_ms = 500").raw("p", &flood).toml()).await;
         let socket = TcpSocket::new_v4().expect("socket");
         socket.set_recv_buffer_size(4096).expect("small receive buffer");
         let mut client = socket.connect(proxy.addr).await.expect("connect");
@@ -106,7 +106,7 @@ async fn a_client_that_stops_reading_is_dropped_with_its_upstream() {
         let read = client.read(&mut first).await.expect("the answer starts");
         assert!(String::from_utf8_lossy(&first[..read]).starts_with("HTTP/1.1 200"));
         // From here on the client reads nothing.
-        let dropped = support::eventually(Duration::from_secs(20), || async { flood.broken() == 1 }).await;
+        let dropped = eventually(Duration::from_secs(20), || async { flood.broken() == 1 }).await;
         assert!(dropped, "the provider's connection was closed once the client stalled");
         let metrics = reqwest::get(proxy.url("/metrics")).await.unwrap().text().await.unwrap();
         assert!(metrics.contains("baton_client_faults_total{kind=\"client_stalled\"} 1"), "{metrics}");
@@ -119,7 +119,7 @@ async fn a_client_that_stops_reading_is_dropped_with_its_upstream() {
 #[tokio::test]
 async fn connections_past_the_cap_are_answered_503_at_once() {
     within(HARD_LIMIT, async {
-        let provider = MockProvider::openai().spawn().await.expect("mock");
+        let provider = MockProvider::openai().spawned().await;
         let proxy = proxy("max_connections = 2", &provider).await;
         let mut held = Vec::new();
         for _ in 0..2 {
@@ -137,7 +137,7 @@ async fn connections_past_the_cap_are_answered_503_at_once() {
         assert!(answer.contains("too_many_connections"), "an OpenAI-shaped error: {answer}");
         assert!(started.elapsed() < Duration::from_secs(2), "never left hanging, took {:?}", started.elapsed());
         drop(held);
-        let served = support::eventually(Duration::from_secs(5), || async {
+        let served = eventually(Duration::from_secs(5), || async {
             reqwest::get(proxy.url("/healthz")).await.is_ok_and(|r| r.status() == 200)
         })
         .await;
@@ -149,7 +149,7 @@ async fn connections_past_the_cap_are_answered_503_at_once() {
 #[tokio::test]
 async fn the_http_layers_own_errors_have_openai_shaped_bodies() {
     within(HARD_LIMIT, async {
-        let provider = MockProvider::openai().spawn().await.expect("mock");
+        let provider = MockProvider::openai().spawned().await;
         let proxy = proxy("", &provider).await;
         let garbage = send_and_read(&proxy, "NOT A REQUEST\r\n\r\n").await;
         assert!(garbage.starts_with("HTTP/1.1 400 "), "{garbage}");

@@ -9,26 +9,22 @@ use std::time::{Duration, Instant};
 
 use baton::mock::{MockHandle, MockProvider};
 use baton::resilience::BreakerState;
-use support::{Proxy, Received, chat_body, mocks_toml, read_response, within};
+use support::{CHAT, ChatConfig, Proxy, Received, Spawned, chat_body, read_response, within};
 
 const HARD_LIMIT: Duration = Duration::from_secs(20);
 const TOKEN: &str = "drill-token-0123456789";
 
 async fn setup(admin: bool) -> (Proxy, MockHandle, MockHandle) {
-    let primary = MockProvider::anthropic().marker("primary").spawn().await.expect("mock");
-    let spare = MockProvider::gemini().marker("spare").spawn().await.expect("mock");
-    let mut config = mocks_toml(&[("primary", &primary), ("spare", &spare)], 300, 300);
-    if admin {
-        config = format!("admin_token = \"{TOKEN}\"\n{config}");
-    }
-    (Proxy::start(&config).await, primary, spare)
+    let primary = MockProvider::anthropic().marker("primary").spawned().await;
+    let spare = MockProvider::gemini().marker("spare").spawned().await;
+    let admin_token = if admin { format!("admin_token = \"{TOKEN}\"") } else { String::new() };
+    let config = ChatConfig::new().top(&admin_token).mock("primary", &primary).mock("spare", &spare);
+    (Proxy::start(&config.deadlines(300, 300).toml()).await, primary, spare)
 }
 
 async fn drilled(proxy: &Proxy, drill: &str, token: Option<&str>, stream: bool) -> Received {
-    let mut request = reqwest::Client::new()
-        .post(proxy.url("/v1/chat/completions"))
-        .json(&chat_body(stream))
-        .header("x-baton-drill", drill);
+    let mut request =
+        reqwest::Client::new().post(proxy.url(CHAT)).json(&chat_body(stream)).header("x-baton-drill", drill);
     if let Some(token) = token {
         request = request.header("x-baton-admin-token", token);
     }

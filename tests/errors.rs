@@ -10,7 +10,7 @@ use std::time::Duration;
 use baton::mock::{Fault, MockProvider};
 use baton::providers::ProviderKind;
 use serde_json::{Value, json};
-use support::{Proxy, Received, chat_body, mocks_toml, post_chat, post_raw, provider_toml, within};
+use support::{ChatConfig, Proxy, Received, Spawned, chat_body, mocks_toml, post_chat, post_raw, within};
 
 const HARD_LIMIT: Duration = Duration::from_secs(20);
 
@@ -23,18 +23,17 @@ fn assert_openai_error(got: &Received, status: u16, code: &str) -> String {
     body["error"]["message"].as_str().expect("a message").to_owned()
 }
 
-async fn two_failing(first: MockProvider, second: MockProvider, first_token_ms: u64) -> (Received, Vec<MockProvider>) {
-    let a = first.spawn().await.expect("mock a");
-    let b = second.spawn().await.expect("mock b");
+/// What a client gets from a route over `first` ("alpha") and `second` ("beta").
+async fn two_failing(first: MockProvider, second: MockProvider, first_token_ms: u64) -> Received {
+    let (a, b) = (first.spawned().await, second.spawned().await);
     let proxy = Proxy::start(&mocks_toml(&[("alpha", &a), ("beta", &b)], first_token_ms, 1000)).await;
-    let got = post_chat(&proxy, &chat_body(true)).await;
-    (got, vec![a.provider().clone(), b.provider().clone()])
+    post_chat(&proxy, &chat_body(true)).await
 }
 
 #[tokio::test]
 async fn all_rate_limited_is_429_with_the_shortest_retry_after() {
     within(HARD_LIMIT, async {
-        let (got, _) = two_failing(
+        let got = two_failing(
             MockProvider::openai().fault(Fault::Http429).retry_after_secs(7),
             MockProvider::anthropic().fault(Fault::Http429).retry_after_secs(3),
             1000,
@@ -51,7 +50,7 @@ async fn all_rate_limited_is_429_with_the_shortest_retry_after() {
 #[tokio::test]
 async fn all_timed_out_is_504() {
     within(HARD_LIMIT, async {
-        let (got, _) = two_failing(
+        let got = two_failing(
             MockProvider::gemini().fault(Fault::StallFirstToken),
             MockProvider::openai().fault(Fault::StallHeaders),
             200,
@@ -68,7 +67,7 @@ async fn all_timed_out_is_504() {
 #[tokio::test]
 async fn a_mix_of_failures_is_502_listing_each_attempt() {
     within(HARD_LIMIT, async {
-        let (got, _) = two_failing(
+        let got = two_failing(
             MockProvider::anthropic().fault(Fault::ErrorEvent),
             MockProvider::openai().fault(Fault::Http429),
             1000,
@@ -85,14 +84,10 @@ async fn a_mix_of_failures_is_502_listing_each_attempt() {
 #[tokio::test]
 async fn wrong_gateway_credentials_fail_over() {
     within(HARD_LIMIT, async {
-        let locked = MockProvider::openai().api_key("right-key").spawn().await.expect("mock");
-        let open = MockProvider::gemini().marker("open").spawn().await.expect("mock");
-        let config = format!(
-            "{}\napi_key = \"wrong-key\"\n\n{}[[routes]]\nmodel = \"chat\"\ntargets = [{{ provider = \"locked\", model = \"m\" }}, {{ provider = \"open\", model = \"m\" }}]\n",
-            provider_toml("locked", ProviderKind::OpenAi, &locked.base_url()).trim_end(),
-            provider_toml("open", ProviderKind::Gemini, &open.base_url()),
-        );
-        let proxy = Proxy::start(&config).await;
+        let locked = MockProvider::openai().api_key("right-key").spawned().await;
+        let open = MockProvider::gemini().marker("open").spawned().await;
+        let config = ChatConfig::new().mock("locked", &locked).provider_keys("api_key = \"wrong-key\"").model("m");
+        let proxy = Proxy::start(&config.mock("open", &open).model("m").toml()).await;
         let got = post_chat(&proxy, &chat_body(true)).await;
         assert_eq!(got.status, 200);
         assert_eq!(got.header("x-baton-provider"), "open", "a 401 moves on to the next provider");
@@ -105,8 +100,8 @@ async fn wrong_gateway_credentials_fail_over() {
 async fn a_request_the_provider_rejects_is_returned_without_failover() {
     within(HARD_LIMIT, async {
         for kind in ProviderKind::ALL {
-            let picky = MockProvider::new(kind).fault(Fault::BadRequest).spawn().await.expect("mock");
-            let spare = MockProvider::openai().spawn().await.expect("mock");
+            let picky = MockProvider::new(kind).fault(Fault::BadRequest).spawned().await;
+            let spare = MockProvider::openai().spawned().await;
             let proxy = Proxy::start(&mocks_toml(&[("picky", &picky), ("spare", &spare)], 1000, 1000)).await;
             for stream in [true, false] {
                 let got = post_chat(&proxy, &chat_body(stream)).await;
@@ -124,20 +119,20 @@ async fn a_request_the_provider_rejects_is_returned_without_failover() {
 async fn context_length_moves_on_only_to_a_larger_window() {
     within(HARD_LIMIT, async {
         for kind in ProviderKind::ALL {
-            let small = MockProvider::new(kind).fault(Fault::ContextLength).spawn().await.expect("mock");
-            let same = MockProvider::openai().marker("same").spawn().await.expect("mock");
-            let large = MockProvider::anthropic().marker("large").spawn().await.expect("mock");
-            let mut config = String::new();
-            config.push_str(&provider_toml("small", kind, &small.base_url()));
-            config.push_str(&provider_toml("same", ProviderKind::OpenAi, &same.base_url()));
-            config.push_str(&provider_toml("large", ProviderKind::Anthropic, &large.base_url()));
-            config.push_str(
-                "[[routes]]\nmodel = \"chat\"\ntargets = [\n\
-                 { provider = \"small\", model = \"s\", context_window = 8192 },\n\
-                 { provider = \"same\", model = \"m\", context_window = 8192 },\n\
-                 { provider = \"large\", model = \"l\", context_window = 200000 },\n]\n",
-            );
-            let proxy = Proxy::start(&config).await;
+            let small = MockProvider::new(kind).fault(Fault::ContextLength).spawned().await;
+            let same = MockProvider::openai().marker("same").spawned().await;
+            let large = MockProvider::anthropic().marker("large").spawned().await;
+            let config = ChatConfig::new()
+                .mock("small", &small)
+                .model("s")
+                .target_keys("context_window = 8192")
+                .mock("same", &same)
+                .model("m")
+                .target_keys("context_window = 8192")
+                .mock("large", &large)
+                .model("l")
+                .target_keys("context_window = 200000");
+            let proxy = Proxy::start(&config.toml()).await;
             let got = post_chat(&proxy, &chat_body(true)).await;
             assert_eq!(got.status, 200, "{kind}: {}", got.raw);
             assert_eq!(got.header("x-baton-provider"), "large", "{kind}: the larger window answers");
@@ -151,8 +146,8 @@ async fn context_length_moves_on_only_to_a_larger_window() {
 #[tokio::test]
 async fn context_length_without_a_larger_window_goes_back_to_the_client() {
     within(HARD_LIMIT, async {
-        let small = MockProvider::anthropic().fault(Fault::ContextLength).spawn().await.expect("mock");
-        let other = MockProvider::openai().spawn().await.expect("mock");
+        let small = MockProvider::anthropic().fault(Fault::ContextLength).spawned().await;
+        let other = MockProvider::openai().spawned().await;
         let proxy = Proxy::start(&mocks_toml(&[("small", &small), ("other", &other)], 1000, 1000)).await;
         let got = post_chat(&proxy, &chat_body(false)).await;
         let message = assert_openai_error(&got, 400, "upstream_rejected");
@@ -163,7 +158,7 @@ async fn context_length_without_a_larger_window_goes_back_to_the_client() {
 }
 
 async fn healthy_proxy() -> (Proxy, baton::mock::MockHandle) {
-    let provider = MockProvider::openai().spawn().await.expect("mock");
+    let provider = MockProvider::openai().spawned().await;
     let proxy = Proxy::start(&mocks_toml(&[("only", &provider)], 1000, 1000)).await;
     (proxy, provider)
 }
@@ -211,7 +206,7 @@ async fn bad_requests_get_clear_errors_and_nothing_goes_upstream() {
 #[tokio::test]
 async fn an_oversized_body_is_413() {
     within(HARD_LIMIT, async {
-        let provider = MockProvider::openai().spawn().await.expect("mock");
+        let provider = MockProvider::openai().spawned().await;
         let config = format!("max_body_bytes = 1024\n{}", mocks_toml(&[("only", &provider)], 1000, 1000));
         let proxy = Proxy::start(&config).await;
         let big = json!({ "model": "chat", "messages": [{ "role": "user", "content": "x".repeat(4096) }] });

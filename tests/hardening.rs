@@ -9,24 +9,20 @@ mod support;
 use std::time::Duration;
 
 use baton::mock::{MockHandle, MockProvider};
-use baton::providers::ProviderKind;
-use support::raw::{RawProvider, SSE_HEAD, Step, chunked_answer, openai_end, openai_text};
-use support::{Proxy, chat_body, post_chat, provider_toml, within};
+use support::raw::{RawProvider, SSE_HEAD, Step, chunked_answer, json_answer, openai_end, openai_text};
+use support::{ChatConfig, Proxy, Spawned, chat_body, post_chat, within};
 
 const HARD_LIMIT: Duration = Duration::from_secs(30);
 
 /// A route "chat" over a raw OpenAI-kind provider "raw" and a healthy
 /// simulated one, "spare"; `top` adds top-level keys.
 fn config(top: &str, raw: &RawProvider, spare: &MockHandle) -> String {
-    format!(
-        "{top}\n{}{}[[routes]]\nmodel = \"chat\"\nfirst_token_timeout_ms = 5000\nidle_timeout_ms = 5000\ntargets = [{{ provider = \"raw\", model = \"m\" }}, {{ provider = \"spare\", model = \"s\" }}]\n",
-        provider_toml("raw", ProviderKind::OpenAi, &format!("{}/v1", raw.url)),
-        provider_toml("spare", spare.provider_kind(), &spare.base_url()),
-    )
+    let route = ChatConfig::new().top(top).deadlines(5000, 5000).raw("raw", raw).model("m");
+    route.mock("spare", spare).model("s").toml()
 }
 
 async fn spare() -> MockHandle {
-    MockProvider::anthropic().marker("spare").tokens(3).spawn().await.expect("mock")
+    MockProvider::anthropic().marker("spare").tokens(3).spawned().await
 }
 
 fn attempt_classes(raw: &str) -> bool {
@@ -79,11 +75,7 @@ async fn an_absurd_retry_after_neither_panics_nor_disables_the_provider_for_long
     within(HARD_LIMIT, async {
         let limited = RawProvider::start(|_| {
             let body = r#"{"error":{"message":"slow down"}}"#;
-            let head = format!(
-                "HTTP/1.1 429 Too Many Requests\r\nretry-after: 18446744073709551615\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
-                body.len()
-            );
-            vec![Step::Write(head.into_bytes())]
+            vec![Step::Write(json_answer("429 Too Many Requests", "retry-after: 18446744073709551615\r\n", body))]
         })
         .await;
         let spare = spare().await;
@@ -173,20 +165,15 @@ async fn a_providers_words_never_reach_other_clients_and_its_echoed_key_never_an
         let status_with = |status: &'static str, message: &'static str| {
             move |_: usize| {
                 let body = format!(r#"{{"error":{{"message":"{message}"}}}}"#);
-                let head = format!(
-                    "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
-                    body.len()
-                );
-                vec![Step::Write(head.into_bytes())]
+                vec![Step::Write(json_answer(status, "", &body))]
             }
         };
-        let echo = RawProvider::start(status_with("401 Unauthorized", "bad key sk-live-secret-4242 for user alice")).await;
-        let broken = RawProvider::start(status_with("503 Service Unavailable", "db at 10.0.0.7 said: prompt was ...")).await;
-        let text = format!(
-            "{}\napi_key = \"sk-live-secret-4242\"\n\n{}[[routes]]\nmodel = \"chat\"\ntargets = [{{ provider = \"echo\", model = \"m\" }}, {{ provider = \"broken\", model = \"m\" }}]\n",
-            provider_toml("echo", ProviderKind::OpenAi, &format!("{}/v1", echo.url)).trim_end(),
-            provider_toml("broken", ProviderKind::OpenAi, &format!("{}/v1", broken.url)),
-        );
+        let echo =
+            RawProvider::start(status_with("401 Unauthorized", "bad key sk-live-secret-4242 for user alice")).await;
+        let broken =
+            RawProvider::start(status_with("503 Service Unavailable", "db at 10.0.0.7 said: prompt was ...")).await;
+        let route = ChatConfig::new().raw("echo", &echo).provider_keys("api_key = \"sk-live-secret-4242\"").model("m");
+        let text = route.raw("broken", &broken).model("m").toml();
         let proxy = Proxy::start(&text).await;
         let got = post_chat(&proxy, &chat_body(true)).await;
         assert_eq!(got.status, 502, "{}", got.raw);
@@ -197,7 +184,8 @@ async fn a_providers_words_never_reach_other_clients_and_its_echoed_key_never_an
         assert!(got.raw.contains("http_5xx") && got.raw.contains("http 503"), "{}", got.raw);
 
         let rejecting =
-            RawProvider::start(status_with("400 Bad Request", "max_tokens too large for key sk-live-secret-4242")).await;
+            RawProvider::start(status_with("400 Bad Request", "max_tokens too large for key sk-live-secret-4242"))
+                .await;
         let text = text.replace(&echo.url, &rejecting.url);
         let proxy = Proxy::start(&text).await;
         let got = post_chat(&proxy, &chat_body(true)).await;

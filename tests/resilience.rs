@@ -10,30 +10,21 @@ use std::time::{Duration, Instant};
 
 use baton::mock::{Fault, MockHandle, MockProvider, Schedule};
 use baton::resilience::BreakerState;
-use support::{Proxy, Received, chat_body, post_chat, provider_toml, within};
+use support::{ChatConfig, Proxy, Received, Spawned, chat_body, post_chat, within};
 
 const HARD_LIMIT: Duration = Duration::from_secs(30);
 
 /// A route "chat" over `targets`: each a provider name, its mock, extra
 /// provider keys and extra target keys; `route` adds route keys.
 fn config(route: &str, targets: &[(&str, &MockHandle, &str, &str)]) -> String {
-    let mut text = String::new();
-    for (name, mock, provider_extra, _) in targets {
-        text.push_str(provider_toml(name, mock.provider_kind(), &mock.base_url()).trim_end());
-        text.push_str(&format!("\n{provider_extra}\n\n"));
-    }
-    let list: Vec<String> = targets
-        .iter()
-        .map(|(name, _, _, extra)| format!("{{ provider = \"{name}\", model = \"{name}-model\", {extra} }}"))
-        .collect();
-    text.push_str(
-        &format!("[[routes]]\nmodel = \"chat\"\n{route}\ntargets = [{}]\n", list.join(", ")).replace(", }", " }"),
-    );
-    text
+    let config = targets.iter().fold(ChatConfig::new().keys(route), |config, (name, mock, provider, target)| {
+        config.mock(name, mock).provider_keys(provider).target_keys(target)
+    });
+    config.toml()
 }
 
 async fn healthy(marker: &str) -> MockHandle {
-    MockProvider::openai().marker(marker).spawn().await.expect("mock")
+    MockProvider::openai().marker(marker).spawned().await
 }
 
 fn answered_by(got: &Received) -> &str {
@@ -44,7 +35,7 @@ fn answered_by(got: &Received) -> &str {
 #[tokio::test]
 async fn an_open_breaker_stops_costing_the_deadline() {
     within(HARD_LIMIT, async {
-        let dead = MockProvider::anthropic().fault(Fault::StallFirstToken).spawn().await.expect("mock");
+        let dead = MockProvider::anthropic().fault(Fault::StallFirstToken).spawned().await;
         let spare = healthy("spare").await;
         let proxy = Proxy::start(&config(
             "first_token_timeout_ms = 200",
@@ -85,10 +76,9 @@ async fn a_route_whose_every_breaker_is_open_still_tries_its_providers() {
             .marker("back")
             .fault(Fault::Http5xx)
             .schedule(Schedule::FirstRequests(2))
-            .spawn()
-            .await
-            .expect("mock");
-        let dead = MockProvider::gemini().fault(Fault::Http5xx).spawn().await.expect("mock");
+            .spawned()
+            .await;
+        let dead = MockProvider::gemini().fault(Fault::Http5xx).spawned().await;
         let breaker = "breaker = { failure_threshold = 2, cooldown_ms = 60000 }";
         let flaky_proxy = Proxy::start(&config("", &[("flaky", &flaky, breaker, "")])).await;
         let dead_proxy = Proxy::start(&config("", &[("dead", &dead, breaker, "")])).await;
@@ -125,9 +115,8 @@ async fn half_open_lets_exactly_one_probe_through_and_recovers_within_a_cooldown
             .first_token_after(Duration::from_millis(300))
             .fault(Fault::Http5xx)
             .schedule(Schedule::FirstRequests(2))
-            .spawn()
-            .await
-            .expect("mock");
+            .spawned()
+            .await;
         let spare = healthy("spare").await;
         let proxy = Proxy::start(&config(
             "",
@@ -165,9 +154,8 @@ async fn retries_stay_on_the_target_before_failing_over() {
             .marker("wobbly")
             .fault(Fault::Http5xx)
             .schedule(Schedule::FirstRequests(2))
-            .spawn()
-            .await
-            .expect("mock");
+            .spawned()
+            .await;
         let spare = healthy("spare").await;
         let proxy = Proxy::start(&config(
             "retry_backoff_ms = 20",
@@ -190,9 +178,8 @@ async fn connection_failures_are_retried_too() {
             .marker("flaky")
             .fault(Fault::Refuse)
             .schedule(Schedule::FirstRequests(1))
-            .spawn()
-            .await
-            .expect("mock");
+            .spawned()
+            .await;
         let proxy = Proxy::start(&config("retry_backoff_ms = 10", &[("flaky", &flaky, "", "retries = 1")])).await;
         let got = post_chat(&proxy, &chat_body(false)).await;
         assert_eq!(answered_by(&got), "flaky");
@@ -202,7 +189,7 @@ async fn connection_failures_are_retried_too() {
 }
 
 async fn retry_after_is_honoured(mock: MockProvider, at_least: Duration) {
-    let limited = mock.fault(Fault::Http429).schedule(Schedule::FirstRequests(1)).spawn().await.expect("mock");
+    let limited = mock.fault(Fault::Http429).schedule(Schedule::FirstRequests(1)).spawned().await;
     let spare = healthy("spare").await;
     let proxy = Proxy::start(&config(
         "max_retry_wait_ms = 3000",
@@ -237,7 +224,7 @@ async fn retry_after_as_a_date_is_honoured() {
 #[tokio::test]
 async fn a_long_retry_after_fails_over_and_cools_the_provider_without_tripping_its_breaker() {
     within(HARD_LIMIT, async {
-        let limited = MockProvider::openai().fault(Fault::Http429).retry_after_secs(60).spawn().await.expect("mock");
+        let limited = MockProvider::openai().fault(Fault::Http429).retry_after_secs(60).spawned().await;
         let spare = healthy("spare").await;
         let proxy = Proxy::start(&config(
             "max_retry_wait_ms = 2000",
@@ -265,7 +252,7 @@ async fn a_long_retry_after_fails_over_and_cools_the_provider_without_tripping_i
 #[tokio::test]
 async fn a_persistent_429_without_retry_after_is_tried_a_bounded_number_of_times() {
     within(HARD_LIMIT, async {
-        let limited = MockProvider::gemini().fault(Fault::Http429).retry_after_secs(0).spawn().await.expect("mock");
+        let limited = MockProvider::gemini().fault(Fault::Http429).retry_after_secs(0).spawned().await;
         let spare = healthy("spare").await;
         let proxy = Proxy::start(&config(
             "retry_backoff_ms = 20",
@@ -282,7 +269,7 @@ async fn a_persistent_429_without_retry_after_is_tried_a_bounded_number_of_times
 async fn timeouts_and_rejected_requests_are_never_retried() {
     within(HARD_LIMIT, async {
         for (fault, status) in [(Fault::StallFirstToken, 200), (Fault::SlowFirstToken, 200), (Fault::BadRequest, 400)] {
-            let provider = MockProvider::anthropic().fault(fault).spawn().await.expect("mock");
+            let provider = MockProvider::anthropic().fault(fault).spawned().await;
             let spare = healthy("spare").await;
             let proxy = Proxy::start(&config(
                 "first_token_timeout_ms = 150",
@@ -300,7 +287,7 @@ async fn timeouts_and_rejected_requests_are_never_retried() {
 #[tokio::test]
 async fn a_target_deadline_overrides_the_route() {
     within(HARD_LIMIT, async {
-        let stalled = MockProvider::gemini().fault(Fault::StallFirstToken).spawn().await.expect("mock");
+        let stalled = MockProvider::gemini().fault(Fault::StallFirstToken).spawned().await;
         let spare = healthy("spare").await;
         let proxy = Proxy::start(&config(
             "first_token_timeout_ms = 10000",
@@ -321,8 +308,8 @@ async fn a_target_deadline_overrides_the_route() {
 #[tokio::test]
 async fn the_request_timeout_bounds_every_attempt() {
     within(HARD_LIMIT, async {
-        let a = MockProvider::openai().fault(Fault::StallHeaders).spawn().await.expect("mock");
-        let b = MockProvider::anthropic().fault(Fault::StallFirstToken).spawn().await.expect("mock");
+        let a = MockProvider::openai().fault(Fault::StallHeaders).spawned().await;
+        let b = MockProvider::anthropic().fault(Fault::StallFirstToken).spawned().await;
         let proxy = Proxy::start(&config(
             "first_token_timeout_ms = 5000\nrequest_timeout_ms = 300",
             &[("a", &a, "", ""), ("b", &b, "", "")],
@@ -340,18 +327,8 @@ async fn the_request_timeout_bounds_every_attempt() {
 #[tokio::test]
 async fn a_hedge_races_the_next_candidate_and_drops_the_loser() {
     within(HARD_LIMIT, async {
-        let slow = MockProvider::anthropic()
-            .marker("slow")
-            .first_token_after(Duration::from_secs(3))
-            .spawn()
-            .await
-            .expect("mock");
-        let fast = MockProvider::gemini()
-            .marker("fast")
-            .first_token_after(Duration::from_millis(50))
-            .spawn()
-            .await
-            .expect("mock");
+        let slow = MockProvider::anthropic().marker("slow").first_token_after(Duration::from_secs(3)).spawned().await;
+        let fast = MockProvider::gemini().marker("fast").first_token_after(Duration::from_millis(50)).spawned().await;
         let proxy = Proxy::start(&config(
             "first_token_timeout_ms = 10000\nhedge_after_ms = 100",
             &[("slow", &slow, "", ""), ("fast", &fast, "", "")],
@@ -377,18 +354,9 @@ async fn a_hedge_races_the_next_candidate_and_drops_the_loser() {
 #[tokio::test]
 async fn a_primary_that_wins_the_race_keeps_the_answer() {
     within(HARD_LIMIT, async {
-        let primary = MockProvider::openai()
-            .marker("primary")
-            .first_token_after(Duration::from_millis(150))
-            .spawn()
-            .await
-            .expect("mock");
-        let backup = MockProvider::gemini()
-            .marker("backup")
-            .first_token_after(Duration::from_secs(2))
-            .spawn()
-            .await
-            .expect("mock");
+        let primary =
+            MockProvider::openai().marker("primary").first_token_after(Duration::from_millis(150)).spawned().await;
+        let backup = MockProvider::gemini().marker("backup").first_token_after(Duration::from_secs(2)).spawned().await;
         let proxy =
             Proxy::start(&config("hedge_after_ms = 50", &[("primary", &primary, "", ""), ("backup", &backup, "", "")]))
                 .await;
@@ -412,15 +380,10 @@ async fn an_automatic_hedge_learns_the_primarys_latency() {
             .fault(Fault::SlowFirstToken)
             .slow_first_token(Duration::from_secs(5))
             .schedule(Schedule::AfterRequests(20))
-            .spawn()
-            .await
-            .expect("mock");
-        let backup = MockProvider::openai()
-            .marker("backup")
-            .first_token_after(Duration::from_millis(20))
-            .spawn()
-            .await
-            .expect("mock");
+            .spawned()
+            .await;
+        let backup =
+            MockProvider::openai().marker("backup").first_token_after(Duration::from_millis(20)).spawned().await;
         let proxy = Proxy::start(&config(
             "first_token_timeout_ms = 8000\nhedge_after_ms = \"auto\"",
             &[("primary", &primary, "", ""), ("backup", &backup, "", "")],
@@ -447,9 +410,8 @@ async fn a_failure_inside_the_commit_window_still_fails_over_invisibly() {
             .marker("breaks")
             .fault(Fault::MidstreamClose)
             .tokens_before_fault(2)
-            .spawn()
-            .await
-            .expect("mock");
+            .spawned()
+            .await;
         let spare = healthy("spare").await;
         let held =
             Proxy::start(&config("commit_after_tokens = 3", &[("breaks", &breaks, "", ""), ("spare", &spare, "", "")]))
@@ -470,13 +432,7 @@ async fn a_failure_inside_the_commit_window_still_fails_over_invisibly() {
 #[tokio::test]
 async fn a_time_window_holds_the_first_byte_back() {
     within(HARD_LIMIT, async {
-        let steady = MockProvider::gemini()
-            .marker("steady")
-            .tokens(30)
-            .gap(Duration::from_millis(10))
-            .spawn()
-            .await
-            .expect("mock");
+        let steady = MockProvider::gemini().marker("steady").tokens(30).gap(Duration::from_millis(10)).spawned().await;
         let proxy = Proxy::start(&config("commit_after_ms = 150", &[("steady", &steady, "", "")])).await;
         let got = post_chat(&proxy, &chat_body(true)).await;
         assert_eq!(answered_by(&got), "steady");
@@ -493,7 +449,7 @@ async fn a_time_window_holds_the_first_byte_back() {
 #[tokio::test]
 async fn midstream_failures_count_against_the_breaker() {
     within(HARD_LIMIT, async {
-        let breaks = MockProvider::openai().fault(Fault::MidstreamStall).spawn().await.expect("mock");
+        let breaks = MockProvider::openai().fault(Fault::MidstreamStall).spawned().await;
         let proxy = Proxy::start(&config(
             "idle_timeout_ms = 100",
             &[("breaks", &breaks, "breaker = { failure_threshold = 2, cooldown_ms = 60000 }", "")],

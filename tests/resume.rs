@@ -12,7 +12,7 @@ use std::time::Duration;
 use baton::mock::{Continuation, Fault, MockHandle, MockProvider, wire};
 use baton::providers::ProviderKind;
 use serde_json::Value;
-use support::{Proxy, Received, chat_body, post_chat, provider_toml, within};
+use support::{ChatConfig, Proxy, Received, Spawned, chat_body, post_chat, within};
 
 const HARD_LIMIT: Duration = Duration::from_secs(20);
 const WORDS: usize = 10;
@@ -23,19 +23,9 @@ fn story(kind: ProviderKind) -> MockProvider {
 
 /// A route "chat" that resumes, over `targets` (name, mock, extra target keys).
 fn resuming(route_extra: &str, targets: &[(&str, &MockHandle, &str)]) -> String {
-    let mut text = String::new();
-    for (name, mock, _) in targets {
-        text.push_str(&provider_toml(name, mock.provider_kind(), &mock.base_url()));
-    }
-    let list: Vec<String> = targets
-        .iter()
-        .map(|(name, _, extra)| format!("{{ provider = \"{name}\", model = \"{name}-model\"{extra} }}"))
-        .collect();
-    text.push_str(&format!(
-        "[[routes]]\nmodel = \"chat\"\nidle_timeout_ms = 300\non_midstream_failure = \"resume\"\n{route_extra}\ntargets = [{}]\n",
-        list.join(", ")
-    ));
-    text
+    let route = ChatConfig::new().keys("idle_timeout_ms = 300\non_midstream_failure = \"resume\"").keys(route_extra);
+    let route = targets.iter().fold(route, |route, (name, mock, extra)| route.mock(name, mock).target_keys(extra));
+    route.toml()
 }
 
 fn assert_one_complete_answer(got: &Received, context: &str) {
@@ -59,9 +49,8 @@ async fn every_kind_continues_every_kind_of_seam() {
         for kind in ProviderKind::ALL {
             for seam in seams {
                 for fault in [Fault::MidstreamClose, Fault::MidstreamStall] {
-                    let breaks =
-                        story(ProviderKind::OpenAi).fault(fault).tokens_before_fault(4).spawn().await.expect("mock");
-                    let continues = story(kind).continuation(seam).spawn().await.expect("mock");
+                    let breaks = story(ProviderKind::OpenAi).fault(fault).tokens_before_fault(4).spawned().await;
+                    let continues = story(kind).continuation(seam).spawned().await;
                     let proxy =
                         Proxy::start(&resuming("", &[("breaks", &breaks, ""), ("continues", &continues, "")])).await;
                     let got = post_chat(&proxy, &chat_body(true)).await;
@@ -90,8 +79,8 @@ async fn malformed_and_error_events_after_commit_are_resumed_too() {
         for (fault, kind) in
             [(Fault::MidstreamClose, ProviderKind::Gemini), (Fault::MidstreamStall, ProviderKind::Anthropic)]
         {
-            let breaks = story(kind).fault(fault).tokens_before_fault(2).spawn().await.expect("mock");
-            let continues = story(ProviderKind::OpenAi).spawn().await.expect("mock");
+            let breaks = story(kind).fault(fault).tokens_before_fault(2).spawned().await;
+            let continues = story(ProviderKind::OpenAi).spawned().await;
             let proxy = Proxy::start(&resuming("", &[("breaks", &breaks, ""), ("continues", &continues, "")])).await;
             assert_one_complete_answer(&post_chat(&proxy, &chat_body(true)).await, fault.name());
         }
@@ -112,15 +101,11 @@ fn last_message(body: &Value) -> (String, String) {
 async fn prefill_is_used_only_where_declared() {
     within(HARD_LIMIT, async {
         for kind in ProviderKind::ALL {
-            let breaks = story(ProviderKind::Gemini)
-                .fault(Fault::MidstreamClose)
-                .tokens_before_fault(3)
-                .spawn()
-                .await
-                .expect("mock");
-            let prefills = story(kind).spawn().await.expect("mock");
+            let breaks =
+                story(ProviderKind::Gemini).fault(Fault::MidstreamClose).tokens_before_fault(3).spawned().await;
+            let prefills = story(kind).spawned().await;
             let proxy =
-                Proxy::start(&resuming("", &[("breaks", &breaks, ""), ("prefills", &prefills, ", prefill = true")]))
+                Proxy::start(&resuming("", &[("breaks", &breaks, ""), ("prefills", &prefills, "prefill = true")]))
                     .await;
             assert_one_complete_answer(&post_chat(&proxy, &chat_body(true)).await, &format!("{kind} prefill"));
             let (role, text) = last_message(&prefills.requests()[0].body);
@@ -130,7 +115,7 @@ async fn prefill_is_used_only_where_declared() {
             );
             assert_eq!(text, "story0 story1 story2");
 
-            let instructs = story(kind).spawn().await.expect("mock");
+            let instructs = story(kind).spawned().await;
             let proxy = Proxy::start(&resuming("", &[("breaks", &breaks, ""), ("instructs", &instructs, "")])).await;
             assert_one_complete_answer(&post_chat(&proxy, &chat_body(true)).await, &format!("{kind} instruction"));
             let (role, text) = last_message(&instructs.requests()[0].body);
@@ -144,20 +129,10 @@ async fn prefill_is_used_only_where_declared() {
 #[tokio::test]
 async fn a_rejected_prefill_falls_back_to_an_instruction_and_is_never_the_clients_error() {
     within(HARD_LIMIT, async {
-        let breaks = story(ProviderKind::OpenAi)
-            .fault(Fault::MidstreamClose)
-            .tokens_before_fault(5)
-            .spawn()
-            .await
-            .expect("mock");
-        let picky = story(ProviderKind::Anthropic)
-            .rejects_prefill()
-            .continuation(Continuation::RepeatLast(1))
-            .spawn()
-            .await
-            .expect("mock");
-        let proxy =
-            Proxy::start(&resuming("", &[("breaks", &breaks, ""), ("picky", &picky, ", prefill = true")])).await;
+        let breaks = story(ProviderKind::OpenAi).fault(Fault::MidstreamClose).tokens_before_fault(5).spawned().await;
+        let picky =
+            story(ProviderKind::Anthropic).rejects_prefill().continuation(Continuation::RepeatLast(1)).spawned().await;
+        let proxy = Proxy::start(&resuming("", &[("breaks", &breaks, ""), ("picky", &picky, "prefill = true")])).await;
         let got = post_chat(&proxy, &chat_body(true)).await;
         assert_one_complete_answer(&got, "prefill rejected");
         assert!(!got.raw.contains("prefill"), "the rejection never reaches the client");
@@ -172,19 +147,9 @@ async fn a_rejected_prefill_falls_back_to_an_instruction_and_is_never_the_client
 #[tokio::test]
 async fn resumes_are_bounded_by_max_resumes() {
     within(HARD_LIMIT, async {
-        let first = story(ProviderKind::OpenAi)
-            .fault(Fault::MidstreamClose)
-            .tokens_before_fault(3)
-            .spawn()
-            .await
-            .expect("mock");
-        let second = story(ProviderKind::Gemini)
-            .fault(Fault::MidstreamClose)
-            .tokens_before_fault(3)
-            .spawn()
-            .await
-            .expect("mock");
-        let third = story(ProviderKind::Anthropic).spawn().await.expect("mock");
+        let first = story(ProviderKind::OpenAi).fault(Fault::MidstreamClose).tokens_before_fault(3).spawned().await;
+        let second = story(ProviderKind::Gemini).fault(Fault::MidstreamClose).tokens_before_fault(3).spawned().await;
+        let third = story(ProviderKind::Anthropic).spawned().await;
         let targets = [("first", &first, ""), ("second", &second, ""), ("third", &third, "")];
 
         let once = Proxy::start(&resuming("", &targets)).await;
@@ -206,13 +171,8 @@ async fn resumes_are_bounded_by_max_resumes() {
 #[tokio::test]
 async fn no_candidate_to_continue_ends_with_an_error() {
     within(HARD_LIMIT, async {
-        let breaks = story(ProviderKind::Anthropic)
-            .fault(Fault::MidstreamClose)
-            .tokens_before_fault(3)
-            .spawn()
-            .await
-            .expect("mock");
-        let down = story(ProviderKind::OpenAi).fault(Fault::Http5xx).spawn().await.expect("mock");
+        let breaks = story(ProviderKind::Anthropic).fault(Fault::MidstreamClose).tokens_before_fault(3).spawned().await;
+        let down = story(ProviderKind::OpenAi).fault(Fault::Http5xx).spawned().await;
         let proxy = Proxy::start(&resuming("", &[("breaks", &breaks, ""), ("down", &down, "")])).await;
         let got = post_chat(&proxy, &chat_body(true)).await;
         assert_eq!(got.streamed_text(), wire::answer_text("story", 3));
@@ -227,14 +187,9 @@ async fn no_candidate_to_continue_ends_with_an_error() {
 #[tokio::test]
 async fn answers_with_tool_calls_are_not_resumed() {
     within(HARD_LIMIT, async {
-        let breaks = story(ProviderKind::OpenAi)
-            .tool_call()
-            .fault(Fault::MidstreamClose)
-            .tokens_before_fault(2)
-            .spawn()
-            .await
-            .expect("mock");
-        let continues = story(ProviderKind::Gemini).spawn().await.expect("mock");
+        let breaks =
+            story(ProviderKind::OpenAi).tool_call().fault(Fault::MidstreamClose).tokens_before_fault(2).spawned().await;
+        let continues = story(ProviderKind::Gemini).spawned().await;
         let proxy = Proxy::start(&resuming("", &[("breaks", &breaks, ""), ("continues", &continues, "")])).await;
         let got = post_chat(&proxy, &chat_body(true)).await;
         assert!(
@@ -250,13 +205,8 @@ async fn answers_with_tool_calls_are_not_resumed() {
 #[tokio::test]
 async fn usage_adds_up_across_a_resume() {
     within(HARD_LIMIT, async {
-        let breaks = story(ProviderKind::OpenAi)
-            .fault(Fault::MidstreamClose)
-            .tokens_before_fault(4)
-            .spawn()
-            .await
-            .expect("mock");
-        let continues = story(ProviderKind::Anthropic).spawn().await.expect("mock");
+        let breaks = story(ProviderKind::OpenAi).fault(Fault::MidstreamClose).tokens_before_fault(4).spawned().await;
+        let continues = story(ProviderKind::Anthropic).spawned().await;
         let proxy = Proxy::start(&resuming("", &[("breaks", &breaks, ""), ("continues", &continues, "")])).await;
         let mut body = chat_body(true);
         body["stream_options"] = serde_json::json!({ "include_usage": true });

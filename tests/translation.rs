@@ -8,10 +8,10 @@ mod support;
 
 use std::time::Duration;
 
-use baton::mock::{MockProvider, RecordedRequest};
+use baton::mock::{MockHandle, MockProvider, RecordedRequest};
 use baton::providers::ProviderKind;
 use serde_json::{Value, json};
-use support::{Proxy, post_chat, provider_toml, within};
+use support::{ChatConfig, Proxy, Spawned, post_chat, within};
 
 const HARD_LIMIT: Duration = Duration::from_secs(20);
 const KEY: &str = "sk-test-0123456789";
@@ -37,15 +37,16 @@ fn rich_request() -> Value {
     })
 }
 
+/// A route "chat" over `provider` as "p", asking for `model` with `KEY`.
+fn keyed(provider: &MockHandle, model: &str) -> String {
+    ChatConfig::new().mock("p", provider).provider_keys(&format!("api_key = \"{KEY}\"")).model(model).toml()
+}
+
 /// Sends the rich request to a provider of `kind` that demands `KEY`, and
 /// returns what the provider received.
 async fn received_by(kind: ProviderKind) -> RecordedRequest {
-    let provider = MockProvider::new(kind).api_key(KEY).spawn().await.expect("mock");
-    let config = format!(
-        "{}\napi_key = \"{KEY}\"\n\n[[routes]]\nmodel = \"chat\"\ntargets = [{{ provider = \"p\", model = \"m-1\" }}]\n",
-        provider_toml("p", kind, &provider.base_url()).trim_end()
-    );
-    let proxy = Proxy::start(&config).await;
+    let provider = MockProvider::new(kind).api_key(KEY).spawned().await;
+    let proxy = Proxy::start(&keyed(&provider, "m-1")).await;
     let got = post_chat(&proxy, &rich_request()).await;
     assert_eq!(got.status, 200, "{kind}: the provider accepted the key and the request: {}", got.raw);
     assert_eq!(got.streamed_text(), provider.provider().expected_text());
@@ -120,12 +121,8 @@ async fn gemini_receives_stream_generate_content() {
 async fn a_rejected_key_never_reaches_the_client() {
     within(HARD_LIMIT, async {
         for kind in ProviderKind::ALL {
-            let provider = MockProvider::new(kind).api_key("the-right-one").spawn().await.expect("mock");
-            let config = format!(
-                "{}\napi_key = \"{KEY}\"\n\n[[routes]]\nmodel = \"chat\"\ntargets = [{{ provider = \"p\", model = \"m\" }}]\n",
-                provider_toml("p", kind, &provider.base_url()).trim_end()
-            );
-            let proxy = Proxy::start(&config).await;
+            let provider = MockProvider::new(kind).api_key("the-right-one").spawned().await;
+            let proxy = Proxy::start(&keyed(&provider, "m")).await;
             for stream in [true, false] {
                 let mut body = rich_request();
                 body["stream"] = json!(stream);

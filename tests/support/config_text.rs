@@ -4,6 +4,8 @@
 use baton::mock::MockHandle;
 use baton::providers::ProviderKind;
 
+use super::raw::RawProvider;
+
 /// Writes config `text` to a fresh temporary directory named after the test
 /// process and `name`, so parallel tests never share a file.
 pub fn config_file(name: &str, text: &str) -> std::path::PathBuf {
@@ -30,7 +32,7 @@ struct Target {
 
 /// A config whose route "chat" tries its targets in order. Each target's
 /// provider is declared with it; `provider_keys`, `model` and `target_keys`
-/// amend the target added last.
+/// amend the target added last. Empty keys add nothing.
 #[derive(Default)]
 pub struct ChatConfig {
     top: Vec<String>,
@@ -45,13 +47,17 @@ impl ChatConfig {
 
     /// Top-level keys, written above every table.
     pub fn top(mut self, keys: &str) -> ChatConfig {
-        self.top.push(keys.to_owned());
+        if !keys.is_empty() {
+            self.top.push(keys.to_owned());
+        }
         self
     }
 
     /// Keys of the route itself.
     pub fn keys(mut self, keys: &str) -> ChatConfig {
-        self.keys.push(keys.to_owned());
+        if !keys.is_empty() {
+            self.keys.push(keys.to_owned());
+        }
         self
     }
 
@@ -77,9 +83,16 @@ impl ChatConfig {
         self.provider(name, mock.provider_kind(), &mock.base_url())
     }
 
+    /// A target on the raw provider `raw`, an OpenAI-kind provider named `name`.
+    pub fn raw(self, name: &str, raw: &RawProvider) -> ChatConfig {
+        self.provider(name, ProviderKind::OpenAi, &raw.base_url())
+    }
+
     /// Keys of the last target's provider.
     pub fn provider_keys(mut self, keys: &str) -> ChatConfig {
-        self.last().provider_keys.push(keys.to_owned());
+        if !keys.is_empty() {
+            self.last().provider_keys.push(keys.to_owned());
+        }
         self
     }
 
@@ -91,7 +104,9 @@ impl ChatConfig {
 
     /// Keys inside the last target's `{ … }`.
     pub fn target_keys(mut self, keys: &str) -> ChatConfig {
-        self.last().keys.push(keys.to_owned());
+        if !keys.is_empty() {
+            self.last().keys.push(keys.to_owned());
+        }
         self
     }
 
