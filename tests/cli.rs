@@ -8,7 +8,7 @@ mod support;
 use std::time::Duration;
 
 use baton::mock::MockProvider;
-use support::{Baton, Spawned, chat_body, mocks_toml, post_chat, within};
+use support::{Baton, Spawned, chat_body, mocks_toml, post_chat, run};
 use tokio::process::Command;
 
 const HARD_LIMIT: Duration = Duration::from_secs(60);
@@ -44,9 +44,9 @@ async fn check_names_file_line_and_key_of_a_mistake() {
     assert!(stderr.contains(&expected), "expected {expected:?} in {stderr:?}");
 }
 
-#[tokio::test]
-async fn serve_streams_to_curl() {
-    within(HARD_LIMIT, async {
+#[test]
+fn serve_streams_to_curl() {
+    run(HARD_LIMIT, async {
         let provider = MockProvider::gemini().marker("gem").tokens(6).spawned().await;
         let config = format!("listen = \"127.0.0.1:0\"\n{}", mocks_toml(&[("gemini", &provider)], 2000, 2000));
         let path = support::config_file("cli-serve", &config);
@@ -70,13 +70,12 @@ async fn serve_streams_to_curl() {
             .collect();
         assert_eq!(deltas, "gem0 gem1 gem2 gem3 gem4 gem5");
         assert!(text.trim_end().ends_with("data: [DONE]"), "{text}");
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn mock_serves_its_wire_format() {
-    within(HARD_LIMIT, async {
+#[test]
+fn mock_serves_its_wire_format() {
+    run(HARD_LIMIT, async {
         let mock = Baton::command(&[
             "mock",
             "--kind",
@@ -106,13 +105,12 @@ async fn mock_serves_its_wire_format() {
         assert!(out.starts_with("event: message_start"), "{out}");
         assert!(out.contains("\"text\":\"cli0\"") && out.contains("\"text\":\" cli2\""), "{out}");
         assert!(out.trim_end().ends_with("data: {\"type\":\"message_stop\"}"), "{out}");
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn demo_answers_every_request_and_fails_over() {
-    within(HARD_LIMIT, async {
+#[test]
+fn demo_answers_every_request_and_fails_over() {
+    run(HARD_LIMIT, async {
         let demo = Baton::command(&["demo", "--listen", "127.0.0.1:0"]).start().await;
         let mut providers = Vec::new();
         for _ in 0..10 {
@@ -131,6 +129,5 @@ async fn demo_answers_every_request_and_fails_over() {
             "the flaky primary failed over at least once: {providers:?}"
         );
         assert!(providers.iter().any(|p| p == "flaky-anthropic"), "the primary answered when healthy: {providers:?}");
-    })
-    .await;
+    });
 }

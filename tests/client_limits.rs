@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use baton::mock::{MockHandle, MockProvider};
 use support::raw::{RawProvider, SSE_HEAD, Step, openai_text};
-use support::{ChatConfig, Proxy, Spawned, chat_body, eventually, within};
+use support::{ChatConfig, Proxy, Spawned, chat_body, eventually, metrics, run};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
@@ -42,9 +42,9 @@ fn chat_head(content_length: usize) -> String {
     )
 }
 
-#[tokio::test]
-async fn a_body_that_trickles_in_is_answered_408_at_the_body_timeout() {
-    within(HARD_LIMIT, async {
+#[test]
+fn a_body_that_trickles_in_is_answered_408_at_the_body_timeout() {
+    run(HARD_LIMIT, async {
         let provider = MockProvider::openai().spawned().await;
         let proxy = proxy("body_read_timeout_ms = 300", &provider).await;
         let started = Instant::now();
@@ -68,15 +68,14 @@ async fn a_body_that_trickles_in_is_answered_408_at_the_body_timeout() {
         assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
         assert!(answer.contains("\"code\":\"body_timeout\""), "an OpenAI-shaped error: {answer}");
         assert!(started.elapsed() < Duration::from_secs(5), "answered near the timeout, took {:?}", started.elapsed());
-        let metrics = reqwest::get(proxy.url("/metrics")).await.unwrap().text().await.unwrap();
+        let metrics = metrics(&proxy).await;
         assert!(metrics.contains("baton_client_faults_total{kind=\"body_timeout\"} 1"), "{metrics}");
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn a_declared_body_over_the_limit_is_refused_before_it_is_read() {
-    within(HARD_LIMIT, async {
+#[test]
+fn a_declared_body_over_the_limit_is_refused_before_it_is_read() {
+    run(HARD_LIMIT, async {
         let provider = MockProvider::openai().spawned().await;
         let proxy = proxy("max_body_bytes = 1000", &provider).await;
         let started = Instant::now();
@@ -84,13 +83,12 @@ async fn a_declared_body_over_the_limit_is_refused_before_it_is_read() {
         assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
         assert!(answer.contains("request_too_large"), "{answer}");
         assert!(started.elapsed() < Duration::from_secs(5), "refused at once, took {:?}", started.elapsed());
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn a_client_that_stops_reading_is_dropped_with_its_upstream() {
-    within(HARD_LIMIT, async {
+#[test]
+fn a_client_that_stops_reading_is_dropped_with_its_upstream() {
+    run(HARD_LIMIT, async {
         let flood = RawProvider::start(|_| {
             let words = openai_text("words that fill every socket buffer between the provider and the client ");
             vec![Step::Write(SSE_HEAD.to_vec()), Step::Flood(words.repeat(64).into_bytes())]
@@ -108,17 +106,16 @@ async fn a_client_that_stops_reading_is_dropped_with_its_upstream() {
         // From here on the client reads nothing.
         let dropped = eventually(Duration::from_secs(20), || async { flood.broken() == 1 }).await;
         assert!(dropped, "the provider's connection was closed once the client stalled");
-        let metrics = reqwest::get(proxy.url("/metrics")).await.unwrap().text().await.unwrap();
+        let metrics = metrics(&proxy).await;
         assert!(metrics.contains("baton_client_faults_total{kind=\"client_stalled\"} 1"), "{metrics}");
         assert!(metrics.contains("outcome=\"client_stalled\""), "the request ended as client_stalled: {metrics}");
         drop(client);
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn connections_past_the_cap_are_answered_503_at_once() {
-    within(HARD_LIMIT, async {
+#[test]
+fn connections_past_the_cap_are_answered_503_at_once() {
+    run(HARD_LIMIT, async {
         let provider = MockProvider::openai().spawned().await;
         let proxy = proxy("max_connections = 2", &provider).await;
         let mut held = Vec::new();
@@ -142,13 +139,12 @@ async fn connections_past_the_cap_are_answered_503_at_once() {
         })
         .await;
         assert!(served, "a freed slot serves the next client");
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn the_http_layers_own_errors_have_openai_shaped_bodies() {
-    within(HARD_LIMIT, async {
+#[test]
+fn the_http_layers_own_errors_have_openai_shaped_bodies() {
+    run(HARD_LIMIT, async {
         let provider = MockProvider::openai().spawned().await;
         let proxy = proxy("", &provider).await;
         let garbage = send_and_read(&proxy, "NOT A REQUEST\r\n\r\n").await;
@@ -160,6 +156,5 @@ async fn the_http_layers_own_errors_have_openai_shaped_bodies() {
         let body: serde_json::Value =
             serde_json::from_str(too_large.split_once("\r\n\r\n").map_or("", |(_, body)| body)).unwrap_or_default();
         assert_eq!(body["error"]["code"], "headers_too_large", "{too_large}");
-    })
-    .await;
+    });
 }

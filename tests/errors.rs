@@ -10,7 +10,7 @@ use std::time::Duration;
 use baton::mock::{Fault, MockProvider};
 use baton::providers::ProviderKind;
 use serde_json::{Value, json};
-use support::{ChatConfig, Proxy, Received, Spawned, chat_body, mocks_toml, post_chat, post_raw, within};
+use support::{ChatConfig, Proxy, Received, Spawned, chat_body, mocks_toml, post_chat, post_raw, run};
 
 const HARD_LIMIT: Duration = Duration::from_secs(20);
 
@@ -30,9 +30,9 @@ async fn two_failing(first: MockProvider, second: MockProvider, first_token_ms: 
     post_chat(&proxy, &chat_body(true)).await
 }
 
-#[tokio::test]
-async fn all_rate_limited_is_429_with_the_shortest_retry_after() {
-    within(HARD_LIMIT, async {
+#[test]
+fn all_rate_limited_is_429_with_the_shortest_retry_after() {
+    run(HARD_LIMIT, async {
         let got = two_failing(
             MockProvider::openai().fault(Fault::Http429).retry_after_secs(7),
             MockProvider::anthropic().fault(Fault::Http429).retry_after_secs(3),
@@ -43,13 +43,12 @@ async fn all_rate_limited_is_429_with_the_shortest_retry_after() {
         assert_eq!(got.header("retry-after"), "3", "the shortest wait any provider asked for");
         assert!(message.contains("alpha (alpha-model): http_429"), "the message lists the first attempt: {message}");
         assert!(message.contains("beta (beta-model): http_429"), "the message lists the second attempt: {message}");
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn all_timed_out_is_504() {
-    within(HARD_LIMIT, async {
+#[test]
+fn all_timed_out_is_504() {
+    run(HARD_LIMIT, async {
         let got = two_failing(
             MockProvider::gemini().fault(Fault::StallFirstToken),
             MockProvider::openai().fault(Fault::StallHeaders),
@@ -60,13 +59,12 @@ async fn all_timed_out_is_504() {
         assert!(message.contains("alpha (alpha-model): first_token_timeout after"), "{message}");
         assert!(message.contains("beta (beta-model): first_token_timeout after"), "{message}");
         assert!(got.headers.get("retry-after").is_none(), "no Retry-After unless rate-limited");
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn a_mix_of_failures_is_502_listing_each_attempt() {
-    within(HARD_LIMIT, async {
+#[test]
+fn a_mix_of_failures_is_502_listing_each_attempt() {
+    run(HARD_LIMIT, async {
         let got = two_failing(
             MockProvider::anthropic().fault(Fault::ErrorEvent),
             MockProvider::openai().fault(Fault::Http429),
@@ -77,13 +75,12 @@ async fn a_mix_of_failures_is_502_listing_each_attempt() {
         assert!(message.contains("alpha (alpha-model): error_event after"), "{message}");
         assert!(message.contains("beta (beta-model): http_429 after"), "{message}");
         assert!(message.contains(" ms"), "elapsed ms per attempt: {message}");
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn wrong_gateway_credentials_fail_over() {
-    within(HARD_LIMIT, async {
+#[test]
+fn wrong_gateway_credentials_fail_over() {
+    run(HARD_LIMIT, async {
         let locked = MockProvider::openai().api_key("right-key").spawned().await;
         let open = MockProvider::gemini().marker("open").spawned().await;
         let config = ChatConfig::new().mock("locked", &locked).provider_keys("api_key = \"wrong-key\"").model("m");
@@ -92,13 +89,12 @@ async fn wrong_gateway_credentials_fail_over() {
         assert_eq!(got.status, 200);
         assert_eq!(got.header("x-baton-provider"), "open", "a 401 moves on to the next provider");
         assert!(!got.raw.contains("wrong-key"), "the key never reaches the client");
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn a_request_the_provider_rejects_is_returned_without_failover() {
-    within(HARD_LIMIT, async {
+#[test]
+fn a_request_the_provider_rejects_is_returned_without_failover() {
+    run(HARD_LIMIT, async {
         for kind in ProviderKind::ALL {
             let picky = MockProvider::new(kind).fault(Fault::BadRequest).spawned().await;
             let spare = MockProvider::openai().spawned().await;
@@ -111,13 +107,12 @@ async fn a_request_the_provider_rejects_is_returned_without_failover() {
             }
             assert!(spare.requests().is_empty(), "{kind}: a client error is not retried elsewhere");
         }
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn context_length_moves_on_only_to_a_larger_window() {
-    within(HARD_LIMIT, async {
+#[test]
+fn context_length_moves_on_only_to_a_larger_window() {
+    run(HARD_LIMIT, async {
         for kind in ProviderKind::ALL {
             let small = MockProvider::new(kind).fault(Fault::ContextLength).spawned().await;
             let same = MockProvider::openai().marker("same").spawned().await;
@@ -139,13 +134,12 @@ async fn context_length_moves_on_only_to_a_larger_window() {
             assert_eq!(got.streamed_text(), large.provider().expected_text());
             assert!(same.requests().is_empty(), "{kind}: a target with no larger window is skipped");
         }
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn context_length_without_a_larger_window_goes_back_to_the_client() {
-    within(HARD_LIMIT, async {
+#[test]
+fn context_length_without_a_larger_window_goes_back_to_the_client() {
+    run(HARD_LIMIT, async {
         let small = MockProvider::anthropic().fault(Fault::ContextLength).spawned().await;
         let other = MockProvider::openai().spawned().await;
         let proxy = Proxy::start(&mocks_toml(&[("small", &small), ("other", &other)], 1000, 1000)).await;
@@ -153,8 +147,7 @@ async fn context_length_without_a_larger_window_goes_back_to_the_client() {
         let message = assert_openai_error(&got, 400, "upstream_rejected");
         assert!(message.contains("prompt is too long"), "{message}");
         assert!(other.requests().is_empty(), "no declared windows: nothing to move on to");
-    })
-    .await;
+    });
 }
 
 async fn healthy_proxy() -> (Proxy, baton::mock::MockHandle) {
@@ -163,9 +156,9 @@ async fn healthy_proxy() -> (Proxy, baton::mock::MockHandle) {
     (proxy, provider)
 }
 
-#[tokio::test]
-async fn bad_requests_get_clear_errors_and_nothing_goes_upstream() {
-    within(HARD_LIMIT, async {
+#[test]
+fn bad_requests_get_clear_errors_and_nothing_goes_upstream() {
+    run(HARD_LIMIT, async {
         let (proxy, provider) = healthy_proxy().await;
         let cases: Vec<(&str, Vec<u8>, u16, &str, &str)> = vec![
             ("malformed json", b"{\"model\": \"chat\", ".to_vec(), 400, "invalid_request", "invalid request body"),
@@ -199,13 +192,12 @@ async fn bad_requests_get_clear_errors_and_nothing_goes_upstream() {
             assert!(message.contains(needle), "{name}: the message names what was wrong: {message}");
         }
         assert!(provider.requests().is_empty(), "no bad request reached the provider");
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn an_oversized_body_is_413() {
-    within(HARD_LIMIT, async {
+#[test]
+fn an_oversized_body_is_413() {
+    run(HARD_LIMIT, async {
         let provider = MockProvider::openai().spawned().await;
         let config = format!("max_body_bytes = 1024\n{}", mocks_toml(&[("only", &provider)], 1000, 1000));
         let proxy = Proxy::start(&config).await;
@@ -214,13 +206,12 @@ async fn an_oversized_body_is_413() {
         let message = assert_openai_error(&got, 413, "request_too_large");
         assert!(message.contains("1024"), "the limit is named: {message}");
         assert!(provider.requests().is_empty());
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn wrong_method_and_unknown_path() {
-    within(HARD_LIMIT, async {
+#[test]
+fn wrong_method_and_unknown_path() {
+    run(HARD_LIMIT, async {
         let (proxy, _provider) = healthy_proxy().await;
         let client = reqwest::Client::new();
         let started = std::time::Instant::now();
@@ -234,13 +225,12 @@ async fn wrong_method_and_unknown_path() {
             support::read_response(client.get(proxy.url("/v2/nothing")).send().await.expect("answer"), started).await;
         let message = assert_openai_error(&got, 404, "not_found");
         assert!(message.contains("/v2/nothing"), "{message}");
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn models_lists_routes_and_healthz_answers() {
-    within(HARD_LIMIT, async {
+#[test]
+fn models_lists_routes_and_healthz_answers() {
+    run(HARD_LIMIT, async {
         let (proxy, _provider) = healthy_proxy().await;
         let models: Value = reqwest::get(proxy.url("/v1/models")).await.expect("models").json().await.expect("json");
         assert_eq!(models["object"], "list");
@@ -253,6 +243,5 @@ async fn models_lists_routes_and_healthz_answers() {
         let html = page.text().await.expect("html");
         assert!(html.contains("Playground") && html.contains("/admin/status"), "the page is built in");
         assert!(!html.contains("https://"), "no CDN: the page loads nothing from elsewhere");
-    })
-    .await;
+    });
 }

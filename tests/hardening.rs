@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use baton::mock::{MockHandle, MockProvider};
 use support::raw::{RawProvider, SSE_HEAD, Step, chunked_answer, json_answer, openai_end, openai_text};
-use support::{ChatConfig, Proxy, Spawned, chat_body, post_chat, within};
+use support::{ChatConfig, Proxy, Spawned, chat_body, metrics, post_chat, run};
 
 const HARD_LIMIT: Duration = Duration::from_secs(30);
 
@@ -29,9 +29,9 @@ fn attempt_classes(raw: &str) -> bool {
     raw.contains("event_too_large")
 }
 
-#[tokio::test]
-async fn a_provider_that_never_sends_a_newline_fails_over_at_the_event_cap() {
-    within(HARD_LIMIT, async {
+#[test]
+fn a_provider_that_never_sends_a_newline_fails_over_at_the_event_cap() {
+    run(HARD_LIMIT, async {
         let flood = RawProvider::start(|_| {
             vec![Step::Write(SSE_HEAD.to_vec()), Step::Write(b"data: ".to_vec()), Step::Flood(vec![b'x'; 16 * 1024])]
         })
@@ -44,15 +44,14 @@ async fn a_provider_that_never_sends_a_newline_fails_over_at_the_event_cap() {
             assert_eq!(got.header("x-baton-provider"), "spare", "the flood failed over");
             assert!(!got.raw.contains("xxxx"), "no byte of the flood reached the client");
         }
-        let status = reqwest::get(proxy.url("/metrics")).await.unwrap().text().await.unwrap();
-        assert!(status.contains("outcome=\"event_too_large\""), "the attempt's class is event_too_large");
-    })
-    .await;
+        let outcomes = metrics(&proxy).await;
+        assert!(outcomes.contains("outcome=\"event_too_large\""), "the attempt's class is event_too_large");
+    });
 }
 
-#[tokio::test]
-async fn an_endless_line_after_commit_ends_the_stream_with_an_error() {
-    within(HARD_LIMIT, async {
+#[test]
+fn an_endless_line_after_commit_ends_the_stream_with_an_error() {
+    run(HARD_LIMIT, async {
         let flood = RawProvider::start(|_| {
             let start = format!("{}{}data: ", openai_text("one"), openai_text(" two"));
             vec![Step::Write(SSE_HEAD.to_vec()), Step::Write(start.into_bytes()), Step::Flood(vec![b'x'; 16 * 1024])]
@@ -66,13 +65,12 @@ async fn an_endless_line_after_commit_ends_the_stream_with_an_error() {
         assert_eq!(error["error"]["code"], "event_too_large", "{}", got.raw);
         assert!(!got.saw_done(), "a broken stream never ends with [DONE]");
         assert!(attempt_classes(&got.raw));
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn an_absurd_retry_after_neither_panics_nor_disables_the_provider_for_long() {
-    within(HARD_LIMIT, async {
+#[test]
+fn an_absurd_retry_after_neither_panics_nor_disables_the_provider_for_long() {
+    run(HARD_LIMIT, async {
         let limited = RawProvider::start(|_| {
             let body = r#"{"error":{"message":"slow down"}}"#;
             vec![Step::Write(json_answer("429 Too Many Requests", "retry-after: 18446744073709551615\r\n", body))]
@@ -93,13 +91,12 @@ async fn an_absurd_retry_after_neither_panics_nor_disables_the_provider_for_long
         let reloaded = reqwest::Client::new().post(proxy.url("/admin/reload")).send().await.unwrap();
         assert_eq!(reloaded.status(), 200);
         assert!(status(&proxy).await["providers"][0]["cooldown_ms"].is_null(), "a reload clears the cooldown");
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn token_counts_near_the_top_of_u64_saturate_instead_of_wrapping() {
-    within(HARD_LIMIT, async {
+#[test]
+fn token_counts_near_the_top_of_u64_saturate_instead_of_wrapping() {
+    run(HARD_LIMIT, async {
         let huge = RawProvider::start(|_| {
             let usage = "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[],\"usage\":{\"prompt_tokens\":18446744073709551615,\"completion_tokens\":5,\"total_tokens\":4}}\n\n";
             vec![Step::Write(chunked_answer(&format!("{}{usage}{}", openai_text("hi"), openai_end())))]
@@ -110,13 +107,12 @@ async fn token_counts_near_the_top_of_u64_saturate_instead_of_wrapping() {
         let got = post_chat(&proxy, &chat_body(false)).await;
         assert_eq!(got.status, 200, "{}", got.raw);
         assert_eq!(got.json()["usage"]["total_tokens"], u64::MAX, "saturated, not wrapped: {}", got.raw);
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn a_whole_answer_that_never_ends_fails_over_at_the_answer_cap() {
-    within(HARD_LIMIT, async {
+#[test]
+fn a_whole_answer_that_never_ends_fails_over_at_the_answer_cap() {
+    run(HARD_LIMIT, async {
         let endless = RawProvider::start(|_| {
             vec![Step::Write(SSE_HEAD.to_vec()), Step::Flood(openai_text("endless words ").into_bytes())]
         })
@@ -127,13 +123,12 @@ async fn a_whole_answer_that_never_ends_fails_over_at_the_answer_cap() {
         assert_eq!(got.status, 200, "{}", got.raw);
         assert_eq!(got.header("x-baton-provider"), "spare", "the endless answer failed over");
         assert!(!got.raw.contains("endless"), "no word of it reached the client");
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn bytes_a_provider_sends_after_its_answer_never_become_the_next_answer() {
-    within(HARD_LIMIT, async {
+#[test]
+fn bytes_a_provider_sends_after_its_answer_never_become_the_next_answer() {
+    run(HARD_LIMIT, async {
         // Only the first answer has a stray one behind it: once seen, the
         // provider's connections are not kept, though its later ones are clean.
         let stray = RawProvider::start(|n| {
@@ -155,13 +150,12 @@ async fn bytes_a_provider_sends_after_its_answer_never_become_the_next_answer() 
         }
         assert_eq!(stray.requests(), 4);
         assert_eq!(stray.connections(), 4, "after stray bytes, the provider's connections are not reused");
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn a_providers_words_never_reach_other_clients_and_its_echoed_key_never_anyone() {
-    within(HARD_LIMIT, async {
+#[test]
+fn a_providers_words_never_reach_other_clients_and_its_echoed_key_never_anyone() {
+    run(HARD_LIMIT, async {
         let status_with = |status: &'static str, message: &'static str| {
             move |_: usize| {
                 let body = format!(r#"{{"error":{{"message":"{message}"}}}}"#);
@@ -192,6 +186,5 @@ async fn a_providers_words_never_reach_other_clients_and_its_echoed_key_never_an
         assert_eq!(got.status, 400, "a rejected request is the client's own: {}", got.raw);
         assert!(got.raw.contains("max_tokens too large"), "its own error comes back: {}", got.raw);
         assert!(!got.raw.contains("sk-live-secret"), "but never the key: {}", got.raw);
-    })
-    .await;
+    });
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use baton::mock::{Fault, MockHandle, MockProvider};
 use serde_json::Value;
-use support::{Baton, ChatConfig, Spawned, chat_body, eventually, first_chunk, open_chat, post_chat, within};
+use support::{Baton, ChatConfig, Spawned, chat_body, eventually, first_chunk, open_chat, post_chat, run, within};
 
 const HARD_LIMIT: Duration = Duration::from_secs(30);
 const SECRET: &str = "sk-live-very-secret-0123456789";
@@ -34,9 +34,9 @@ fn single_route(mock: &MockHandle, extra_top: &str) -> String {
     listening(extra_top).mock("sim", mock).provider_keys(KEY_FROM_ENV).toml()
 }
 
-#[tokio::test]
-async fn json_logs_carry_the_fields_and_never_the_secrets() {
-    within(HARD_LIMIT, async {
+#[test]
+fn json_logs_carry_the_fields_and_never_the_secrets() {
+    run(HARD_LIMIT, async {
         let flaky = MockProvider::anthropic().api_key(SECRET).fault(Fault::Http5xx).spawned().await;
         let good = MockProvider::openai().api_key(SECRET).spawned().await;
         let config = listening("")
@@ -96,13 +96,12 @@ async fn json_logs_carry_the_fields_and_never_the_secrets() {
             assert!(!line.contains(SECRET), "a log line carries the API key: {line}");
             assert!(!line.contains("nightingale"), "a log line carries the prompt: {line}");
         }
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn sigterm_lets_streams_finish_within_the_grace_and_ends_the_rest_with_an_error() {
-    within(HARD_LIMIT, async {
+#[test]
+fn sigterm_lets_streams_finish_within_the_grace_and_ends_the_rest_with_an_error() {
+    run(HARD_LIMIT, async {
         let long = MockProvider::openai().marker("long").tokens(200).gap(Duration::from_millis(20)).spawned().await;
         let baton =
             start(&support::config_file("lifecycle-drain", &single_route(&long, "shutdown_grace_ms = 600"))).await;
@@ -128,13 +127,12 @@ async fn sigterm_lets_streams_finish_within_the_grace_and_ends_the_rest_with_an_
         assert!(ended >= Duration::from_millis(550) && ended < Duration::from_secs(5), "ended after {ended:?}");
         let status = baton.exit_within(Duration::from_secs(5)).await;
         assert!(status.success(), "a clean exit: {status}");
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn a_stream_that_ends_within_the_grace_completes() {
-    within(HARD_LIMIT, async {
+#[test]
+fn a_stream_that_ends_within_the_grace_completes() {
+    run(HARD_LIMIT, async {
         let short = MockProvider::gemini().marker("short").tokens(10).gap(Duration::from_millis(30)).spawned().await;
         let grace = single_route(&short, "shutdown_grace_ms = 5000");
         let baton = start(&support::config_file("lifecycle-grace", &grace)).await;
@@ -144,13 +142,12 @@ async fn a_stream_that_ends_within_the_grace_completes() {
         assert!(text.contains("short9") && text.ends_with("data: [DONE]\n\n"), "{text}");
         let status = baton.exit_within(Duration::from_secs(5)).await;
         assert!(status.success());
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn sighup_reloads_a_good_config_and_keeps_the_old_one_over_a_bad_one() {
-    within(HARD_LIMIT, async {
+#[test]
+fn sighup_reloads_a_good_config_and_keeps_the_old_one_over_a_bad_one() {
+    run(HARD_LIMIT, async {
         let sim = MockProvider::openai().spawned().await;
         let path = support::config_file("lifecycle-hup", &single_route(&sim, ""));
         let baton = start(&path).await;
@@ -181,8 +178,7 @@ async fn sighup_reloads_a_good_config_and_keeps_the_old_one_over_a_bad_one() {
         .await;
         assert!(refused, "the bad config was logged");
         assert_eq!(models().await, ["chat", "chat2"], "the running config stays");
-    })
-    .await;
+    });
 }
 
 /// A thread per core, each with its own runtime accepting from the one

@@ -8,13 +8,13 @@ mod support;
 use std::time::Duration;
 
 use baton::mock::{Fault, MockProvider, Schedule};
-use support::{ChatConfig, Proxy, Spawned, chat_body, mocks_toml, post_chat, within};
+use support::{ChatConfig, Proxy, Spawned, chat_body, mocks_toml, post_chat, run};
 
 const HARD_LIMIT: Duration = Duration::from_secs(20);
 
-#[tokio::test]
-async fn a_primary_failing_its_first_requests_gets_traffic_back_after() {
-    within(HARD_LIMIT, async {
+#[test]
+fn a_primary_failing_its_first_requests_gets_traffic_back_after() {
+    run(HARD_LIMIT, async {
         let primary =
             MockProvider::anthropic().fault(Fault::Http5xx).schedule(Schedule::FirstRequests(2)).spawned().await;
         let secondary = MockProvider::openai().spawned().await;
@@ -26,13 +26,12 @@ async fn a_primary_failing_its_first_requests_gets_traffic_back_after() {
             answered_by.push(got.header("x-baton-provider").to_owned());
         }
         assert_eq!(answered_by, ["secondary", "secondary", "primary", "primary"]);
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn a_seeded_schedule_repeats_itself() {
-    within(HARD_LIMIT, async {
+#[test]
+fn a_seeded_schedule_repeats_itself() {
+    run(HARD_LIMIT, async {
         let faults = [Fault::Http5xx, Fault::Http429, Fault::Malformed];
         let draw = |seed| {
             MockProvider::gemini()
@@ -63,13 +62,12 @@ async fn a_seeded_schedule_repeats_itself() {
         for fault in faults {
             assert!(runs[0].contains(&Some(fault)), "{} is drawn", fault.name());
         }
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn per_request_faults_outside_the_matrix_fail_over() {
-    within(HARD_LIMIT, async {
+#[test]
+fn per_request_faults_outside_the_matrix_fail_over() {
+    run(HARD_LIMIT, async {
         for fault in [Fault::Refuse, Fault::NotSse] {
             let primary = MockProvider::openai().marker("bad").fault(fault).spawned().await;
             let secondary = MockProvider::anthropic().marker("good").spawned().await;
@@ -87,6 +85,5 @@ async fn per_request_faults_outside_the_matrix_fail_over() {
                 );
             }
         }
-    })
-    .await;
+    });
 }

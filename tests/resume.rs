@@ -12,7 +12,7 @@ use std::time::Duration;
 use baton::mock::{Continuation, Fault, MockHandle, MockProvider, wire};
 use baton::providers::ProviderKind;
 use serde_json::Value;
-use support::{ChatConfig, Proxy, Received, Spawned, chat_body, post_chat, within};
+use support::{ChatConfig, Proxy, Received, Spawned, chat_body, post_chat, run};
 
 const HARD_LIMIT: Duration = Duration::from_secs(20);
 const WORDS: usize = 10;
@@ -42,9 +42,9 @@ fn assert_one_complete_answer(got: &Received, context: &str) {
     assert_eq!(finishes, 1, "{context}: one finish reason");
 }
 
-#[tokio::test]
-async fn every_kind_continues_every_kind_of_seam() {
-    within(HARD_LIMIT, async {
+#[test]
+fn every_kind_continues_every_kind_of_seam() {
+    run(HARD_LIMIT, async {
         let seams = [Continuation::Clean, Continuation::RepeatLast(2), Continuation::Restart];
         for kind in ProviderKind::ALL {
             for seam in seams {
@@ -69,13 +69,12 @@ async fn every_kind_continues_every_kind_of_seam() {
                 }
             }
         }
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn malformed_and_error_events_after_commit_are_resumed_too() {
-    within(HARD_LIMIT, async {
+#[test]
+fn malformed_and_error_events_after_commit_are_resumed_too() {
+    run(HARD_LIMIT, async {
         for (fault, kind) in
             [(Fault::MidstreamClose, ProviderKind::Gemini), (Fault::MidstreamStall, ProviderKind::Anthropic)]
         {
@@ -84,8 +83,7 @@ async fn malformed_and_error_events_after_commit_are_resumed_too() {
             let proxy = Proxy::start(&resuming("", &[("breaks", &breaks, ""), ("continues", &continues, "")])).await;
             assert_one_complete_answer(&post_chat(&proxy, &chat_body(true)).await, fault.name());
         }
-    })
-    .await;
+    });
 }
 
 fn last_message(body: &Value) -> (String, String) {
@@ -97,9 +95,9 @@ fn last_message(body: &Value) -> (String, String) {
     (role, text)
 }
 
-#[tokio::test]
-async fn prefill_is_used_only_where_declared() {
-    within(HARD_LIMIT, async {
+#[test]
+fn prefill_is_used_only_where_declared() {
+    run(HARD_LIMIT, async {
         for kind in ProviderKind::ALL {
             let breaks =
                 story(ProviderKind::Gemini).fault(Fault::MidstreamClose).tokens_before_fault(3).spawned().await;
@@ -122,13 +120,12 @@ async fn prefill_is_used_only_where_declared() {
             assert_eq!(role, "user", "{kind}: without prefill, a final user message asks for the rest");
             assert!(text.contains("<partial>story0 story1 story2</partial>"), "{kind}: {text}");
         }
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn a_rejected_prefill_falls_back_to_an_instruction_and_is_never_the_clients_error() {
-    within(HARD_LIMIT, async {
+#[test]
+fn a_rejected_prefill_falls_back_to_an_instruction_and_is_never_the_clients_error() {
+    run(HARD_LIMIT, async {
         let breaks = story(ProviderKind::OpenAi).fault(Fault::MidstreamClose).tokens_before_fault(5).spawned().await;
         let picky =
             story(ProviderKind::Anthropic).rejects_prefill().continuation(Continuation::RepeatLast(1)).spawned().await;
@@ -140,13 +137,12 @@ async fn a_rejected_prefill_falls_back_to_an_instruction_and_is_never_the_client
         assert_eq!(requests.len(), 2, "a prefill, then an instruction");
         assert_eq!(last_message(&requests[0].body).0, "assistant");
         assert_eq!(last_message(&requests[1].body).0, "user");
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn resumes_are_bounded_by_max_resumes() {
-    within(HARD_LIMIT, async {
+#[test]
+fn resumes_are_bounded_by_max_resumes() {
+    run(HARD_LIMIT, async {
         let first = story(ProviderKind::OpenAi).fault(Fault::MidstreamClose).tokens_before_fault(3).spawned().await;
         let second = story(ProviderKind::Gemini).fault(Fault::MidstreamClose).tokens_before_fault(3).spawned().await;
         let third = story(ProviderKind::Anthropic).spawned().await;
@@ -164,13 +160,12 @@ async fn resumes_are_bounded_by_max_resumes() {
 
         let twice = Proxy::start(&resuming("max_resumes = 2", &targets)).await;
         assert_one_complete_answer(&post_chat(&twice, &chat_body(true)).await, "two resumes");
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn no_candidate_to_continue_ends_with_an_error() {
-    within(HARD_LIMIT, async {
+#[test]
+fn no_candidate_to_continue_ends_with_an_error() {
+    run(HARD_LIMIT, async {
         let breaks = story(ProviderKind::Anthropic).fault(Fault::MidstreamClose).tokens_before_fault(3).spawned().await;
         let down = story(ProviderKind::OpenAi).fault(Fault::Http5xx).spawned().await;
         let proxy = Proxy::start(&resuming("", &[("breaks", &breaks, ""), ("down", &down, "")])).await;
@@ -180,13 +175,12 @@ async fn no_candidate_to_continue_ends_with_an_error() {
         let error = got.error_event().expect("an error event");
         assert_eq!(error["error"]["code"], "truncated", "the code says what broke the stream");
         assert!(error["error"]["message"].as_str().unwrap_or_default().contains("resuming failed"), "{error}");
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn answers_with_tool_calls_are_not_resumed() {
-    within(HARD_LIMIT, async {
+#[test]
+fn answers_with_tool_calls_are_not_resumed() {
+    run(HARD_LIMIT, async {
         let breaks =
             story(ProviderKind::OpenAi).tool_call().fault(Fault::MidstreamClose).tokens_before_fault(2).spawned().await;
         let continues = story(ProviderKind::Gemini).spawned().await;
@@ -198,13 +192,12 @@ async fn answers_with_tool_calls_are_not_resumed() {
         );
         assert!(got.error_event().is_some(), "an error event instead of a resume");
         assert!(continues.requests().is_empty(), "nobody was asked to continue");
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn usage_adds_up_across_a_resume() {
-    within(HARD_LIMIT, async {
+#[test]
+fn usage_adds_up_across_a_resume() {
+    run(HARD_LIMIT, async {
         let breaks = story(ProviderKind::OpenAi).fault(Fault::MidstreamClose).tokens_before_fault(4).spawned().await;
         let continues = story(ProviderKind::Anthropic).spawned().await;
         let proxy = Proxy::start(&resuming("", &[("breaks", &breaks, ""), ("continues", &continues, "")])).await;
@@ -214,6 +207,5 @@ async fn usage_adds_up_across_a_resume() {
         let usage = got.chunks().last().expect("chunks")["usage"].clone();
         assert_eq!(usage["completion_tokens"], 6, "the continuation's 6 words (the broken attempt reported none)");
         assert_eq!(usage["prompt_tokens"], 10, "the continuation's prompt");
-    })
-    .await;
+    });
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use baton::mock::{MockHandle, MockProvider, RecordedRequest};
 use baton::providers::ProviderKind;
 use serde_json::{Value, json};
-use support::{ChatConfig, Proxy, Spawned, post_chat, within};
+use support::{ChatConfig, Proxy, Spawned, post_chat, run};
 
 const HARD_LIMIT: Duration = Duration::from_secs(20);
 const KEY: &str = "sk-test-0123456789";
@@ -53,9 +53,9 @@ async fn received_by(kind: ProviderKind) -> RecordedRequest {
     provider.requests().pop().expect("one request")
 }
 
-#[tokio::test]
-async fn openai_receives_chat_completions() {
-    within(HARD_LIMIT, async {
+#[test]
+fn openai_receives_chat_completions() {
+    run(HARD_LIMIT, async {
         let request = received_by(ProviderKind::OpenAi).await;
         assert_eq!(request.path, "/v1/chat/completions");
         assert_eq!(request.headers["authorization"], format!("Bearer {KEY}"));
@@ -72,13 +72,12 @@ async fn openai_receives_chat_completions() {
         assert_eq!(body["stop"], json!(["END"]));
         assert_eq!(body["tools"][0]["function"]["name"], "get_weather");
         assert_eq!(body["tools"][0]["type"], "function");
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn anthropic_receives_messages() {
-    within(HARD_LIMIT, async {
+#[test]
+fn anthropic_receives_messages() {
+    run(HARD_LIMIT, async {
         let request = received_by(ProviderKind::Anthropic).await;
         assert_eq!(request.path, "/v1/messages");
         assert_eq!(request.headers["x-api-key"], KEY);
@@ -94,13 +93,12 @@ async fn anthropic_receives_messages() {
         assert_eq!(body["stop_sequences"], json!(["END"]));
         assert_eq!(body["tools"][0]["name"], "get_weather");
         assert_eq!(body["tools"][0]["input_schema"]["properties"]["city"]["type"], "string");
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn gemini_receives_stream_generate_content() {
-    within(HARD_LIMIT, async {
+#[test]
+fn gemini_receives_stream_generate_content() {
+    run(HARD_LIMIT, async {
         let request = received_by(ProviderKind::Gemini).await;
         assert_eq!(request.path, "/v1beta/models/m-1:streamGenerateContent?alt=sse");
         assert_eq!(request.headers["x-goog-api-key"], KEY);
@@ -113,13 +111,12 @@ async fn gemini_receives_stream_generate_content() {
         assert_eq!(body["generationConfig"]["maxOutputTokens"], 77);
         assert_eq!(body["generationConfig"]["stopSequences"], json!(["END"]));
         assert_eq!(body["tools"][0]["functionDeclarations"][0]["name"], "get_weather");
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn a_rejected_key_never_reaches_the_client() {
-    within(HARD_LIMIT, async {
+#[test]
+fn a_rejected_key_never_reaches_the_client() {
+    run(HARD_LIMIT, async {
         for kind in ProviderKind::ALL {
             let provider = MockProvider::new(kind).api_key("the-right-one").spawned().await;
             let proxy = Proxy::start(&keyed(&provider, "m")).await;
@@ -134,6 +131,5 @@ async fn a_rejected_key_never_reaches_the_client() {
                 assert!(!headers.contains(KEY), "{kind}: the key leaked into headers");
             }
         }
-    })
-    .await;
+    });
 }

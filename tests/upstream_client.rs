@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use baton::providers::ProviderKind;
 use support::raw::{RawProvider, Step, chunked_answer, openai_end, openai_text};
-use support::{ChatConfig, Proxy, chat_body, eventually, post_chat, within};
+use support::{ChatConfig, Proxy, chat_body, eventually, post_chat, run};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -61,9 +61,9 @@ fn expected_text(events: usize) -> String {
     (0..events).map(|i| format!(" raw{i}")).collect()
 }
 
-#[tokio::test]
-async fn sequential_requests_reuse_one_upstream_connection() {
-    within(HARD_LIMIT, async {
+#[test]
+fn sequential_requests_reuse_one_upstream_connection() {
+    run(HARD_LIMIT, async {
         let provider = raw_provider(5, AfterAnswer::KeepAlive).await;
         let proxy = Proxy::start(&config(&provider.base_url())).await;
         for _ in 0..3 {
@@ -72,13 +72,12 @@ async fn sequential_requests_reuse_one_upstream_connection() {
             assert_eq!(received.streamed_text(), expected_text(5));
         }
         assert_eq!(provider.connections(), 1, "one keep-alive connection carried all three requests");
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn a_connection_the_provider_closed_while_idle_is_not_reused() {
-    within(HARD_LIMIT, async {
+#[test]
+fn a_connection_the_provider_closed_while_idle_is_not_reused() {
+    run(HARD_LIMIT, async {
         let provider = raw_provider(5, AfterAnswer::Close).await;
         let proxy = Proxy::start(&config(&provider.base_url())).await;
         for round in 1..=3 {
@@ -90,8 +89,7 @@ async fn a_connection_the_provider_closed_while_idle_is_not_reused() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         assert_eq!(provider.connections(), 3, "a new connection for each request");
-    })
-    .await;
+    });
 }
 
 /// Counts the HTTP chunks of baton's streamed response and returns them with
@@ -123,9 +121,9 @@ async fn chunks_from_baton(proxy: &Proxy) -> (usize, String) {
     }
 }
 
-#[tokio::test]
-async fn events_read_in_one_go_leave_in_few_writes() {
-    within(HARD_LIMIT, async {
+#[test]
+fn events_read_in_one_go_leave_in_few_writes() {
+    run(HARD_LIMIT, async {
         let events = 60;
         let provider = raw_provider(events, AfterAnswer::KeepAlive).await;
         let proxy = Proxy::start(&config(&provider.base_url())).await;
@@ -134,14 +132,13 @@ async fn events_read_in_one_go_leave_in_few_writes() {
         assert_eq!(tokens, events, "every token arrived: {text}");
         assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
         assert!(chunks <= 6, "{events} events that arrived together left in {chunks} HTTP chunks");
-    })
-    .await;
+    });
 }
 
 /// A TLS client's hello answered in plain HTTP, as a plain HTTP server does.
-#[tokio::test]
-async fn an_https_provider_that_does_not_speak_tls_fails_with_a_tls_error() {
-    within(HARD_LIMIT, async {
+#[test]
+fn an_https_provider_that_does_not_speak_tls_fails_with_a_tls_error() {
+    run(HARD_LIMIT, async {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
         tokio::spawn(async move {
@@ -153,13 +150,12 @@ async fn an_https_provider_that_does_not_speak_tls_fails_with_a_tls_error() {
         let received = post_chat(&proxy, &chat_body(true)).await;
         assert_eq!(received.status, 502, "{}", received.raw);
         assert!(received.raw.contains("tls"), "the attempt's error names TLS: {}", received.raw);
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn idle_connections_are_closed_after_the_idle_timeout_without_more_traffic() {
-    within(HARD_LIMIT, async {
+#[test]
+fn idle_connections_are_closed_after_the_idle_timeout_without_more_traffic() {
+    run(HARD_LIMIT, async {
         let provider = RawProvider::start(|_| {
             vec![Step::Write(chunked_answer(&format!("{}{}", openai_text("hi"), openai_end())))]
         })
@@ -175,6 +171,5 @@ async fn idle_connections_are_closed_after_the_idle_timeout_without_more_traffic
         assert_eq!(provider.ended(), 0, "the connection is kept for the next request");
         let closed = eventually(Duration::from_secs(5), || async { provider.ended() == 1 }).await;
         assert!(closed, "the idle connection was closed by the reaper, with no request to notice it");
-    })
-    .await;
+    });
 }

@@ -143,6 +143,11 @@ pub async fn read_response(response: reqwest::Response, started: Instant) -> Rec
     }
 }
 
+/// The Prometheus text of `/metrics`.
+pub async fn metrics(server: &impl Server) -> String {
+    reqwest::get(server.url("/metrics")).await.expect("metrics").text().await.expect("text")
+}
+
 /// Posts `body` to the chat endpoint and returns the answer once its head
 /// has come, its body unread; dropping it is the client going away.
 pub async fn open_chat(server: &impl Server, body: &Value) -> reqwest::Response {

@@ -19,15 +19,22 @@ use std::time::{Duration, Instant};
 pub use binary::Baton;
 #[allow(unused_imports, reason = "each test file imports a different part")]
 pub use client::{
-    CHAT, Received, Server, chat_body, first_chunk, leave_after_first_chunk, open_chat, post_chat, post_raw,
+    CHAT, Received, Server, chat_body, first_chunk, leave_after_first_chunk, metrics, open_chat, post_chat, post_raw,
     read_response,
 };
 #[allow(unused_imports, reason = "each test file imports a different part")]
 pub use config_text::{ChatConfig, config_file, mocks_toml, provider_toml, route_toml};
 #[allow(unused_imports, reason = "each test file imports a different part")]
-pub use mock::Spawned;
+pub use mock::{Spawned, closes_early_within};
 #[allow(unused_imports, reason = "each test file imports a different part")]
 pub use proxy::Proxy;
+
+/// Runs an async test as `#[tokio::test]` does, on a current-thread runtime
+/// of its own, and fails it instead of hanging it once `limit` has passed.
+pub fn run<T>(limit: Duration, test: impl Future<Output = T>) -> T {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a test runtime");
+    runtime.block_on(within(limit, test))
+}
 
 /// Fails the test instead of hanging it.
 pub async fn within<T>(limit: Duration, test: impl Future<Output = T>) -> T {
