@@ -22,8 +22,11 @@ fn config(top: &str) -> ChatConfig {
     ChatConfig::new().top(top).deadlines(5000, 5000)
 }
 
-async fn proxy(top: &str, provider: &MockHandle) -> Proxy {
-    Proxy::start(&config(top).mock("p", provider).toml()).await
+/// A proxy with the top-level keys `top` in front of one healthy provider,
+/// which lives as long as the proxy is used.
+async fn proxy(top: &str) -> (Proxy, MockHandle) {
+    let provider = MockProvider::openai().spawned().await;
+    (Proxy::start(&config(top).mock("p", &provider).toml()).await, provider)
 }
 
 /// Sends `head` (and nothing more) and reads whatever comes back until the
@@ -45,8 +48,7 @@ fn chat_head(content_length: usize) -> String {
 #[test]
 fn a_body_that_trickles_in_is_answered_408_at_the_body_timeout() {
     run(HARD_LIMIT, async {
-        let provider = MockProvider::openai().spawned().await;
-        let proxy = proxy("body_read_timeout_ms = 300", &provider).await;
+        let (proxy, _provider) = proxy("body_read_timeout_ms = 300").await;
         let started = Instant::now();
         let socket = TcpStream::connect(proxy.addr).await.expect("connect");
         let (mut reader, mut writer) = socket.into_split();
@@ -76,8 +78,7 @@ fn a_body_that_trickles_in_is_answered_408_at_the_body_timeout() {
 #[test]
 fn a_declared_body_over_the_limit_is_refused_before_it_is_read() {
     run(HARD_LIMIT, async {
-        let provider = MockProvider::openai().spawned().await;
-        let proxy = proxy("max_body_bytes = 1000", &provider).await;
+        let (proxy, _provider) = proxy("max_body_bytes = 1000").await;
         let started = Instant::now();
         let answer = send_and_read(&proxy, &format!("{}{{\"model\":", chat_head(100_000_000))).await;
         assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
@@ -116,8 +117,7 @@ fn a_client_that_stops_reading_is_dropped_with_its_upstream() {
 #[test]
 fn connections_past_the_cap_are_answered_503_at_once() {
     run(HARD_LIMIT, async {
-        let provider = MockProvider::openai().spawned().await;
-        let proxy = proxy("max_connections = 2", &provider).await;
+        let (proxy, _provider) = proxy("max_connections = 2").await;
         let mut held = Vec::new();
         for _ in 0..2 {
             let mut socket = TcpStream::connect(proxy.addr).await.expect("connect");
@@ -145,8 +145,7 @@ fn connections_past_the_cap_are_answered_503_at_once() {
 #[test]
 fn the_http_layers_own_errors_have_openai_shaped_bodies() {
     run(HARD_LIMIT, async {
-        let provider = MockProvider::openai().spawned().await;
-        let proxy = proxy("", &provider).await;
+        let (proxy, _provider) = proxy("").await;
         let garbage = send_and_read(&proxy, "NOT A REQUEST\r\n\r\n").await;
         assert!(garbage.starts_with("HTTP/1.1 400 "), "{garbage}");
         assert!(garbage.ends_with(r#""type":"invalid_request_error","code":"invalid_http"}}"#), "{garbage}");

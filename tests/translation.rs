@@ -43,21 +43,22 @@ fn keyed(provider: &MockHandle, model: &str) -> String {
 }
 
 /// Sends the rich request to a provider of `kind` that demands `KEY`, and
-/// returns what the provider received.
-async fn received_by(kind: ProviderKind) -> RecordedRequest {
+/// returns what the provider received, which it received at `path`.
+async fn received_by(kind: ProviderKind, path: &str) -> RecordedRequest {
     let provider = MockProvider::new(kind).api_key(KEY).spawned().await;
     let proxy = Proxy::start(&keyed(&provider, "m-1")).await;
     let got = post_chat(&proxy, &rich_request()).await;
     assert_eq!(got.status, 200, "{kind}: the provider accepted the key and the request: {}", got.raw);
     assert_eq!(got.streamed_text(), provider.provider().expected_text());
-    provider.requests().pop().expect("one request")
+    let request = provider.requests().pop().expect("one request");
+    assert_eq!(request.path, path);
+    request
 }
 
 #[test]
 fn openai_receives_chat_completions() {
     run(HARD_LIMIT, async {
-        let request = received_by(ProviderKind::OpenAi).await;
-        assert_eq!(request.path, "/v1/chat/completions");
+        let request = received_by(ProviderKind::OpenAi, "/v1/chat/completions").await;
         assert_eq!(request.headers["authorization"], format!("Bearer {KEY}"));
         let body = request.body;
         assert_eq!(body["model"], "m-1");
@@ -78,8 +79,7 @@ fn openai_receives_chat_completions() {
 #[test]
 fn anthropic_receives_messages() {
     run(HARD_LIMIT, async {
-        let request = received_by(ProviderKind::Anthropic).await;
-        assert_eq!(request.path, "/v1/messages");
+        let request = received_by(ProviderKind::Anthropic, "/v1/messages").await;
         assert_eq!(request.headers["x-api-key"], KEY);
         assert_eq!(request.headers["anthropic-version"], "2023-06-01");
         assert!(!request.headers.contains_key("authorization"), "Anthropic takes the key in x-api-key only");
@@ -99,8 +99,7 @@ fn anthropic_receives_messages() {
 #[test]
 fn gemini_receives_stream_generate_content() {
     run(HARD_LIMIT, async {
-        let request = received_by(ProviderKind::Gemini).await;
-        assert_eq!(request.path, "/v1beta/models/m-1:streamGenerateContent?alt=sse");
+        let request = received_by(ProviderKind::Gemini, "/v1beta/models/m-1:streamGenerateContent?alt=sse").await;
         assert_eq!(request.headers["x-goog-api-key"], KEY);
         let body = request.body;
         assert_eq!(body["systemInstruction"], json!({ "parts": [{ "text": "be brief" }] }));

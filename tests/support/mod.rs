@@ -5,11 +5,11 @@
 
 #![allow(dead_code, reason = "each test file uses a different part of the support module")]
 
-pub mod binary;
-pub mod client;
-pub mod config_text;
-pub mod mock;
-pub mod proxy;
+mod binary;
+mod client;
+mod config_text;
+mod mock;
+mod proxy;
 pub mod raw;
 
 use std::future::Future;
