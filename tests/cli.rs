@@ -5,40 +5,13 @@
 
 mod support;
 
-use std::net::SocketAddr;
-use std::process::Stdio;
 use std::time::Duration;
 
 use baton::mock::MockProvider;
-use support::{mocks_toml, within};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use support::{Baton, Spawned, chat_body, mocks_toml, post_chat, run};
+use tokio::process::Command;
 
 const HARD_LIMIT: Duration = Duration::from_secs(60);
-const BATON: &str = env!("CARGO_BIN_EXE_baton");
-
-/// Starts `baton args…` and waits for its "is serving" log line, returning
-/// the address it reports. Its logs keep draining so it never blocks.
-async fn start(args: &[&str]) -> (Child, SocketAddr) {
-    let mut child = Command::new(BATON)
-        .args(args)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("baton starts");
-    let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
-    let addr = loop {
-        let line = lines.next_line().await.expect("read log").expect("baton exited before serving");
-        if line.contains("is serving") {
-            let listen = line.split("listen=").nth(1).and_then(|rest| rest.split_whitespace().next()).expect("listen=");
-            break listen.parse().expect("an address");
-        }
-    };
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    (child, addr)
-}
 
 #[tokio::test]
 async fn check_prints_the_routes() {
@@ -46,12 +19,8 @@ async fn check_prints_the_routes() {
                   api_key = \"${BATON_TEST_KEY}\"\n\n\
                   [[routes]]\nmodel = \"chat\"\nfirst_token_timeout_ms = 900\ntargets = [{ provider = \"main\", model = \"claude-x\" }]\n";
     let path = support::config_file("cli-check-ok", config);
-    let out = std::process::Command::new(BATON)
-        .args(["check", "--config"])
-        .arg(&path)
-        .env("BATON_TEST_KEY", "sk-very-secret")
-        .output()
-        .expect("runs");
+    let out =
+        Baton::once(&["check", "--config"]).arg(&path).env("BATON_TEST_KEY", "sk-very-secret").output().expect("runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "check succeeds: {stdout} {}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("route \"chat\" (idle 30000 ms)"), "{stdout}");
@@ -68,24 +37,24 @@ async fn check_names_file_line_and_key_of_a_mistake() {
         "cli-check-bad",
         "[[providers]]\nname = \"a\"\nkind = \"openai\"\nbase_url = \"http://x/v1\"\nretries = 3\n",
     );
-    let out = std::process::Command::new(BATON).args(["check", "--config"]).arg(&path).output().expect("runs");
+    let out = Baton::once(&["check", "--config"]).arg(&path).output().expect("runs");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "a bad config fails");
     let expected = format!("baton: {}:5: retries: unknown field `retries`", path.display());
     assert!(stderr.contains(&expected), "expected {expected:?} in {stderr:?}");
 }
 
-#[tokio::test]
-async fn serve_streams_to_curl() {
-    within(HARD_LIMIT, async {
-        let provider = MockProvider::gemini().marker("gem").tokens(6).spawn().await.expect("mock");
+#[test]
+fn serve_streams_to_curl() {
+    run(HARD_LIMIT, async {
+        let provider = MockProvider::gemini().marker("gem").tokens(6).spawned().await;
         let config = format!("listen = \"127.0.0.1:0\"\n{}", mocks_toml(&[("gemini", &provider)], 2000, 2000));
         let path = support::config_file("cli-serve", &config);
-        let (_baton, addr) = start(&["serve", "--config", path.to_str().expect("utf-8 path")]).await;
+        let baton = Baton::serve(&path).start().await;
         let body = r#"{"model": "chat", "stream": true, "messages": [{"role": "user", "content": "hi"}]}"#;
         let out = Command::new("curl")
             .args(["-sN", "-D", "-", "-H", "content-type: application/json", "-d", body])
-            .arg(format!("http://{addr}/v1/chat/completions"))
+            .arg(baton.url("/v1/chat/completions"))
             .output()
             .await
             .expect("curl runs (install curl)");
@@ -101,14 +70,13 @@ async fn serve_streams_to_curl() {
             .collect();
         assert_eq!(deltas, "gem0 gem1 gem2 gem3 gem4 gem5");
         assert!(text.trim_end().ends_with("data: [DONE]"), "{text}");
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn mock_serves_its_wire_format() {
-    within(HARD_LIMIT, async {
-        let (_mock, addr) = start(&[
+#[test]
+fn mock_serves_its_wire_format() {
+    run(HARD_LIMIT, async {
+        let mock = Baton::command(&[
             "mock",
             "--kind",
             "anthropic",
@@ -123,9 +91,10 @@ async fn mock_serves_its_wire_format() {
             "--gap-ms",
             "0",
         ])
+        .start()
         .await;
         let out = reqwest::Client::new()
-            .post(format!("http://{addr}/v1/messages"))
+            .post(mock.url("/v1/messages"))
             .json(&serde_json::json!({ "model": "claude", "max_tokens": 10, "messages": [] }))
             .send()
             .await
@@ -136,26 +105,19 @@ async fn mock_serves_its_wire_format() {
         assert!(out.starts_with("event: message_start"), "{out}");
         assert!(out.contains("\"text\":\"cli0\"") && out.contains("\"text\":\" cli2\""), "{out}");
         assert!(out.trim_end().ends_with("data: {\"type\":\"message_stop\"}"), "{out}");
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn demo_answers_every_request_and_fails_over() {
-    within(HARD_LIMIT, async {
-        let (_demo, addr) = start(&["demo", "--listen", "127.0.0.1:0"]).await;
-        let client = reqwest::Client::new();
+#[test]
+fn demo_answers_every_request_and_fails_over() {
+    run(HARD_LIMIT, async {
+        let demo = Baton::command(&["demo", "--listen", "127.0.0.1:0"]).start().await;
         let mut providers = Vec::new();
         for _ in 0..10 {
-            let response = client
-                .post(format!("http://{addr}/v1/chat/completions"))
-                .json(&support::chat_body(true))
-                .send()
-                .await
-                .expect("demo answers");
-            assert_eq!(response.status(), 200, "every demo request is answered");
-            let provider = response.headers()["x-baton-provider"].to_str().expect("header").to_owned();
-            let text = response.text().await.expect("body");
+            let got = post_chat(&demo, &chat_body(true)).await;
+            assert_eq!(got.status, 200, "every demo request is answered");
+            let provider = got.header("x-baton-provider").to_owned();
+            let text = got.raw;
             assert!(text.trim_end().ends_with("data: [DONE]"), "complete answers only: {text}");
             let marker = if provider == "flaky-anthropic" { "flaky" } else { "steady" };
             let other = if marker == "flaky" { "steady" } else { "flaky" };
@@ -167,6 +129,5 @@ async fn demo_answers_every_request_and_fails_over() {
             "the flaky primary failed over at least once: {providers:?}"
         );
         assert!(providers.iter().any(|p| p == "flaky-anthropic"), "the primary answered when healthy: {providers:?}");
-    })
-    .await;
+    });
 }

@@ -10,16 +10,23 @@ mod support;
 use std::time::{Duration, Instant};
 
 use baton::mock::{MockHandle, MockProvider};
-use baton::providers::ProviderKind;
 use support::raw::{RawProvider, SSE_HEAD, Step, openai_text};
-use support::{Proxy, chat_body, mocks_toml, route_toml, within};
+use support::{ChatConfig, Proxy, Spawned, chat_body, eventually, metrics, run};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
 const HARD_LIMIT: Duration = Duration::from_secs(30);
 
-async fn proxy(top: &str, provider: &MockHandle) -> Proxy {
-    Proxy::start(&format!("{top}\n{}", mocks_toml(&[("p", provider)], 5000, 5000))).await
+/// Top-level keys `top` over a route "chat" with 5 s deadlines.
+fn config(top: &str) -> ChatConfig {
+    ChatConfig::new().top(top).deadlines(5000, 5000)
+}
+
+/// A proxy with the top-level keys `top` in front of one healthy provider,
+/// which lives as long as the proxy is used.
+async fn proxy(top: &str) -> (Proxy, MockHandle) {
+    let provider = MockProvider::openai().spawned().await;
+    (Proxy::start(&config(top).mock("p", &provider).toml()).await, provider)
 }
 
 /// Sends `head` (and nothing more) and reads whatever comes back until the
@@ -38,11 +45,10 @@ fn chat_head(content_length: usize) -> String {
     )
 }
 
-#[tokio::test]
-async fn a_body_that_trickles_in_is_answered_408_at_the_body_timeout() {
-    within(HARD_LIMIT, async {
-        let provider = MockProvider::openai().spawn().await.expect("mock");
-        let proxy = proxy("body_read_timeout_ms = 300", &provider).await;
+#[test]
+fn a_body_that_trickles_in_is_answered_408_at_the_body_timeout() {
+    run(HARD_LIMIT, async {
+        let (proxy, _provider) = proxy("body_read_timeout_ms = 300").await;
         let started = Instant::now();
         let socket = TcpStream::connect(proxy.addr).await.expect("connect");
         let (mut reader, mut writer) = socket.into_split();
@@ -64,39 +70,32 @@ async fn a_body_that_trickles_in_is_answered_408_at_the_body_timeout() {
         assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
         assert!(answer.contains("\"code\":\"body_timeout\""), "an OpenAI-shaped error: {answer}");
         assert!(started.elapsed() < Duration::from_secs(5), "answered near the timeout, took {:?}", started.elapsed());
-        let metrics = reqwest::get(proxy.url("/metrics")).await.unwrap().text().await.unwrap();
+        let metrics = metrics(&proxy).await;
         assert!(metrics.contains("baton_client_faults_total{kind=\"body_timeout\"} 1"), "{metrics}");
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn a_declared_body_over_the_limit_is_refused_before_it_is_read() {
-    within(HARD_LIMIT, async {
-        let provider = MockProvider::openai().spawn().await.expect("mock");
-        let proxy = proxy("max_body_bytes = 1000", &provider).await;
+#[test]
+fn a_declared_body_over_the_limit_is_refused_before_it_is_read() {
+    run(HARD_LIMIT, async {
+        let (proxy, _provider) = proxy("max_body_bytes = 1000").await;
         let started = Instant::now();
         let answer = send_and_read(&proxy, &format!("{}{{\"model\":", chat_head(100_000_000))).await;
         assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
         assert!(answer.contains("request_too_large"), "{answer}");
         assert!(started.elapsed() < Duration::from_secs(5), "refused at once, took {:?}", started.elapsed());
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn a_client_that_stops_reading_is_dropped_with_its_upstream() {
-    within(HARD_LIMIT, async {
+#[test]
+fn a_client_that_stops_reading_is_dropped_with_its_upstream() {
+    run(HARD_LIMIT, async {
         let flood = RawProvider::start(|_| {
             let words = openai_text("words that fill every socket buffer between the provider and the client ");
             vec![Step::Write(SSE_HEAD.to_vec()), Step::Flood(words.repeat(64).into_bytes())]
         })
         .await;
-        let proxy = Proxy::start(&format!(
-            "client_stall_timeout_ms = 500\n{}",
-            route_toml(&[("p", ProviderKind::OpenAi, format!("{}/v1", flood.url))], 5000, 5000)
-        ))
-        .await;
+        let proxy = Proxy::start(&config("client_stall_timeout_ms = 500").raw("p", &flood).toml()).await;
         let socket = TcpSocket::new_v4().expect("socket");
         socket.set_recv_buffer_size(4096).expect("small receive buffer");
         let mut client = socket.connect(proxy.addr).await.expect("connect");
@@ -106,21 +105,19 @@ async fn a_client_that_stops_reading_is_dropped_with_its_upstream() {
         let read = client.read(&mut first).await.expect("the answer starts");
         assert!(String::from_utf8_lossy(&first[..read]).starts_with("HTTP/1.1 200"));
         // From here on the client reads nothing.
-        let dropped = support::eventually(Duration::from_secs(20), || async { flood.broken() == 1 }).await;
+        let dropped = eventually(Duration::from_secs(20), || async { flood.broken() == 1 }).await;
         assert!(dropped, "the provider's connection was closed once the client stalled");
-        let metrics = reqwest::get(proxy.url("/metrics")).await.unwrap().text().await.unwrap();
+        let metrics = metrics(&proxy).await;
         assert!(metrics.contains("baton_client_faults_total{kind=\"client_stalled\"} 1"), "{metrics}");
         assert!(metrics.contains("outcome=\"client_stalled\""), "the request ended as client_stalled: {metrics}");
         drop(client);
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn connections_past_the_cap_are_answered_503_at_once() {
-    within(HARD_LIMIT, async {
-        let provider = MockProvider::openai().spawn().await.expect("mock");
-        let proxy = proxy("max_connections = 2", &provider).await;
+#[test]
+fn connections_past_the_cap_are_answered_503_at_once() {
+    run(HARD_LIMIT, async {
+        let (proxy, _provider) = proxy("max_connections = 2").await;
         let mut held = Vec::new();
         for _ in 0..2 {
             let mut socket = TcpStream::connect(proxy.addr).await.expect("connect");
@@ -137,20 +134,18 @@ async fn connections_past_the_cap_are_answered_503_at_once() {
         assert!(answer.contains("too_many_connections"), "an OpenAI-shaped error: {answer}");
         assert!(started.elapsed() < Duration::from_secs(2), "never left hanging, took {:?}", started.elapsed());
         drop(held);
-        let served = support::eventually(Duration::from_secs(5), || async {
+        let served = eventually(Duration::from_secs(5), || async {
             reqwest::get(proxy.url("/healthz")).await.is_ok_and(|r| r.status() == 200)
         })
         .await;
         assert!(served, "a freed slot serves the next client");
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn the_http_layers_own_errors_have_openai_shaped_bodies() {
-    within(HARD_LIMIT, async {
-        let provider = MockProvider::openai().spawn().await.expect("mock");
-        let proxy = proxy("", &provider).await;
+#[test]
+fn the_http_layers_own_errors_have_openai_shaped_bodies() {
+    run(HARD_LIMIT, async {
+        let (proxy, _provider) = proxy("").await;
         let garbage = send_and_read(&proxy, "NOT A REQUEST\r\n\r\n").await;
         assert!(garbage.starts_with("HTTP/1.1 400 "), "{garbage}");
         assert!(garbage.ends_with(r#""type":"invalid_request_error","code":"invalid_http"}}"#), "{garbage}");
@@ -160,6 +155,5 @@ async fn the_http_layers_own_errors_have_openai_shaped_bodies() {
         let body: serde_json::Value =
             serde_json::from_str(too_large.split_once("\r\n\r\n").map_or("", |(_, body)| body)).unwrap_or_default();
         assert_eq!(body["error"]["code"], "headers_too_large", "{too_large}");
-    })
-    .await;
+    });
 }

@@ -9,26 +9,22 @@ use std::time::{Duration, Instant};
 
 use baton::mock::{MockHandle, MockProvider};
 use baton::resilience::BreakerState;
-use support::{Proxy, Received, chat_body, mocks_toml, read_response, within};
+use support::{CHAT, ChatConfig, Proxy, Received, Spawned, chat_body, read_response, run};
 
 const HARD_LIMIT: Duration = Duration::from_secs(20);
 const TOKEN: &str = "drill-token-0123456789";
 
 async fn setup(admin: bool) -> (Proxy, MockHandle, MockHandle) {
-    let primary = MockProvider::anthropic().marker("primary").spawn().await.expect("mock");
-    let spare = MockProvider::gemini().marker("spare").spawn().await.expect("mock");
-    let mut config = mocks_toml(&[("primary", &primary), ("spare", &spare)], 300, 300);
-    if admin {
-        config = format!("admin_token = \"{TOKEN}\"\n{config}");
-    }
-    (Proxy::start(&config).await, primary, spare)
+    let primary = MockProvider::anthropic().marker("primary").spawned().await;
+    let spare = MockProvider::gemini().marker("spare").spawned().await;
+    let admin_token = if admin { format!("admin_token = \"{TOKEN}\"") } else { String::new() };
+    let config = ChatConfig::new().top(&admin_token).mock("primary", &primary).mock("spare", &spare);
+    (Proxy::start(&config.deadlines(300, 300).toml()).await, primary, spare)
 }
 
 async fn drilled(proxy: &Proxy, drill: &str, token: Option<&str>, stream: bool) -> Received {
-    let mut request = reqwest::Client::new()
-        .post(proxy.url("/v1/chat/completions"))
-        .json(&chat_body(stream))
-        .header("x-baton-drill", drill);
+    let mut request =
+        reqwest::Client::new().post(proxy.url(CHAT)).json(&chat_body(stream)).header("x-baton-drill", drill);
     if let Some(token) = token {
         request = request.header("x-baton-admin-token", token);
     }
@@ -36,9 +32,9 @@ async fn drilled(proxy: &Proxy, drill: &str, token: Option<&str>, stream: bool) 
     read_response(request.send().await.expect("answer"), started).await
 }
 
-#[tokio::test]
-async fn a_drill_without_the_credential_is_refused() {
-    within(HARD_LIMIT, async {
+#[test]
+fn a_drill_without_the_credential_is_refused() {
+    run(HARD_LIMIT, async {
         let (disabled, primary, _spare) = setup(false).await;
         let got = drilled(&disabled, "primary=http_5xx", Some(TOKEN), true).await;
         assert_eq!(got.status, 403, "{}", got.raw);
@@ -53,13 +49,12 @@ async fn a_drill_without_the_credential_is_refused() {
             assert!(!got.raw.contains(TOKEN), "the token is never echoed");
         }
         assert!(primary.requests().is_empty());
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn a_drilled_failure_fails_over_without_touching_the_provider_or_its_breaker() {
-    within(HARD_LIMIT, async {
+#[test]
+fn a_drilled_failure_fails_over_without_touching_the_provider_or_its_breaker() {
+    run(HARD_LIMIT, async {
         let (proxy, primary, spare) = setup(true).await;
         for class in ["refuse", "http_5xx", "http_429", "malformed", "error_event", "close_before_token"] {
             for stream in [true, false] {
@@ -72,24 +67,22 @@ async fn a_drilled_failure_fails_over_without_touching_the_provider_or_its_break
         assert!(primary.requests().is_empty(), "pre-commit drills never call the provider");
         assert_eq!(spare.requests().len(), 12);
         assert_eq!(proxy.engine.health().provider("primary").breaker.state(), BreakerState::Closed);
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn a_stall_drill_waits_for_the_deadline() {
-    within(HARD_LIMIT, async {
+#[test]
+fn a_stall_drill_waits_for_the_deadline() {
+    run(HARD_LIMIT, async {
         let (proxy, _primary, _spare) = setup(true).await;
         let got = drilled(&proxy, "primary=stall_first_token", Some(TOKEN), true).await;
         assert_eq!(got.header("x-baton-provider"), "spare", "{}", got.raw);
         assert!(got.first_byte >= Duration::from_millis(300), "{:?}", got.first_byte);
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn a_midstream_drill_breaks_the_stream_after_it_started() {
-    within(HARD_LIMIT, async {
+#[test]
+fn a_midstream_drill_breaks_the_stream_after_it_started() {
+    run(HARD_LIMIT, async {
         let (proxy, primary, _spare) = setup(true).await;
         let got = drilled(&proxy, "primary=midstream_close", Some(TOKEN), true).await;
         assert_eq!(got.header("x-baton-provider"), "primary");
@@ -100,18 +93,16 @@ async fn a_midstream_drill_breaks_the_stream_after_it_started() {
         assert_eq!(proxy.engine.health().provider("primary").breaker.state(), BreakerState::Closed);
         let got = drilled(&proxy, "primary=midstream_stall", Some(TOKEN), true).await;
         assert_eq!(got.error_event().expect("an error event")["error"]["code"], "idle_timeout");
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn an_unknown_drill_is_a_bad_request() {
-    within(HARD_LIMIT, async {
+#[test]
+fn an_unknown_drill_is_a_bad_request() {
+    run(HARD_LIMIT, async {
         let (proxy, primary, _spare) = setup(true).await;
         let got = drilled(&proxy, "primary=meltdown", Some(TOKEN), true).await;
         assert_eq!(got.status, 400);
         assert!(got.raw.contains("unknown fault class"), "{}", got.raw);
         assert!(primary.requests().is_empty());
-    })
-    .await;
+    });
 }

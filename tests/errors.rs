@@ -10,7 +10,7 @@ use std::time::Duration;
 use baton::mock::{Fault, MockProvider};
 use baton::providers::ProviderKind;
 use serde_json::{Value, json};
-use support::{Proxy, Received, chat_body, mocks_toml, post_chat, post_raw, provider_toml, within};
+use support::{ChatConfig, Proxy, Received, Spawned, chat_body, mocks_toml, post_chat, post_raw, run};
 
 const HARD_LIMIT: Duration = Duration::from_secs(20);
 
@@ -23,18 +23,17 @@ fn assert_openai_error(got: &Received, status: u16, code: &str) -> String {
     body["error"]["message"].as_str().expect("a message").to_owned()
 }
 
-async fn two_failing(first: MockProvider, second: MockProvider, first_token_ms: u64) -> (Received, Vec<MockProvider>) {
-    let a = first.spawn().await.expect("mock a");
-    let b = second.spawn().await.expect("mock b");
+/// What a client gets from a route over `first` ("alpha") and `second` ("beta").
+async fn two_failing(first: MockProvider, second: MockProvider, first_token_ms: u64) -> Received {
+    let (a, b) = (first.spawned().await, second.spawned().await);
     let proxy = Proxy::start(&mocks_toml(&[("alpha", &a), ("beta", &b)], first_token_ms, 1000)).await;
-    let got = post_chat(&proxy, &chat_body(true)).await;
-    (got, vec![a.provider().clone(), b.provider().clone()])
+    post_chat(&proxy, &chat_body(true)).await
 }
 
-#[tokio::test]
-async fn all_rate_limited_is_429_with_the_shortest_retry_after() {
-    within(HARD_LIMIT, async {
-        let (got, _) = two_failing(
+#[test]
+fn all_rate_limited_is_429_with_the_shortest_retry_after() {
+    run(HARD_LIMIT, async {
+        let got = two_failing(
             MockProvider::openai().fault(Fault::Http429).retry_after_secs(7),
             MockProvider::anthropic().fault(Fault::Http429).retry_after_secs(3),
             1000,
@@ -44,14 +43,13 @@ async fn all_rate_limited_is_429_with_the_shortest_retry_after() {
         assert_eq!(got.header("retry-after"), "3", "the shortest wait any provider asked for");
         assert!(message.contains("alpha (alpha-model): http_429"), "the message lists the first attempt: {message}");
         assert!(message.contains("beta (beta-model): http_429"), "the message lists the second attempt: {message}");
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn all_timed_out_is_504() {
-    within(HARD_LIMIT, async {
-        let (got, _) = two_failing(
+#[test]
+fn all_timed_out_is_504() {
+    run(HARD_LIMIT, async {
+        let got = two_failing(
             MockProvider::gemini().fault(Fault::StallFirstToken),
             MockProvider::openai().fault(Fault::StallHeaders),
             200,
@@ -61,14 +59,13 @@ async fn all_timed_out_is_504() {
         assert!(message.contains("alpha (alpha-model): first_token_timeout after"), "{message}");
         assert!(message.contains("beta (beta-model): first_token_timeout after"), "{message}");
         assert!(got.headers.get("retry-after").is_none(), "no Retry-After unless rate-limited");
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn a_mix_of_failures_is_502_listing_each_attempt() {
-    within(HARD_LIMIT, async {
-        let (got, _) = two_failing(
+#[test]
+fn a_mix_of_failures_is_502_listing_each_attempt() {
+    run(HARD_LIMIT, async {
+        let got = two_failing(
             MockProvider::anthropic().fault(Fault::ErrorEvent),
             MockProvider::openai().fault(Fault::Http429),
             1000,
@@ -78,35 +75,29 @@ async fn a_mix_of_failures_is_502_listing_each_attempt() {
         assert!(message.contains("alpha (alpha-model): error_event after"), "{message}");
         assert!(message.contains("beta (beta-model): http_429 after"), "{message}");
         assert!(message.contains(" ms"), "elapsed ms per attempt: {message}");
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn wrong_gateway_credentials_fail_over() {
-    within(HARD_LIMIT, async {
-        let locked = MockProvider::openai().api_key("right-key").spawn().await.expect("mock");
-        let open = MockProvider::gemini().marker("open").spawn().await.expect("mock");
-        let config = format!(
-            "{}\napi_key = \"wrong-key\"\n\n{}[[routes]]\nmodel = \"chat\"\ntargets = [{{ provider = \"locked\", model = \"m\" }}, {{ provider = \"open\", model = \"m\" }}]\n",
-            provider_toml("locked", ProviderKind::OpenAi, &locked.base_url()).trim_end(),
-            provider_toml("open", ProviderKind::Gemini, &open.base_url()),
-        );
-        let proxy = Proxy::start(&config).await;
+#[test]
+fn wrong_gateway_credentials_fail_over() {
+    run(HARD_LIMIT, async {
+        let locked = MockProvider::openai().api_key("right-key").spawned().await;
+        let open = MockProvider::gemini().marker("open").spawned().await;
+        let config = ChatConfig::new().mock("locked", &locked).provider_keys("api_key = \"wrong-key\"").model("m");
+        let proxy = Proxy::start(&config.mock("open", &open).model("m").toml()).await;
         let got = post_chat(&proxy, &chat_body(true)).await;
         assert_eq!(got.status, 200);
         assert_eq!(got.header("x-baton-provider"), "open", "a 401 moves on to the next provider");
         assert!(!got.raw.contains("wrong-key"), "the key never reaches the client");
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn a_request_the_provider_rejects_is_returned_without_failover() {
-    within(HARD_LIMIT, async {
+#[test]
+fn a_request_the_provider_rejects_is_returned_without_failover() {
+    run(HARD_LIMIT, async {
         for kind in ProviderKind::ALL {
-            let picky = MockProvider::new(kind).fault(Fault::BadRequest).spawn().await.expect("mock");
-            let spare = MockProvider::openai().spawn().await.expect("mock");
+            let picky = MockProvider::new(kind).fault(Fault::BadRequest).spawned().await;
+            let spare = MockProvider::openai().spawned().await;
             let proxy = Proxy::start(&mocks_toml(&[("picky", &picky), ("spare", &spare)], 1000, 1000)).await;
             for stream in [true, false] {
                 let got = post_chat(&proxy, &chat_body(stream)).await;
@@ -116,61 +107,58 @@ async fn a_request_the_provider_rejects_is_returned_without_failover() {
             }
             assert!(spare.requests().is_empty(), "{kind}: a client error is not retried elsewhere");
         }
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn context_length_moves_on_only_to_a_larger_window() {
-    within(HARD_LIMIT, async {
+#[test]
+fn context_length_moves_on_only_to_a_larger_window() {
+    run(HARD_LIMIT, async {
         for kind in ProviderKind::ALL {
-            let small = MockProvider::new(kind).fault(Fault::ContextLength).spawn().await.expect("mock");
-            let same = MockProvider::openai().marker("same").spawn().await.expect("mock");
-            let large = MockProvider::anthropic().marker("large").spawn().await.expect("mock");
-            let mut config = String::new();
-            config.push_str(&provider_toml("small", kind, &small.base_url()));
-            config.push_str(&provider_toml("same", ProviderKind::OpenAi, &same.base_url()));
-            config.push_str(&provider_toml("large", ProviderKind::Anthropic, &large.base_url()));
-            config.push_str(
-                "[[routes]]\nmodel = \"chat\"\ntargets = [\n\
-                 { provider = \"small\", model = \"s\", context_window = 8192 },\n\
-                 { provider = \"same\", model = \"m\", context_window = 8192 },\n\
-                 { provider = \"large\", model = \"l\", context_window = 200000 },\n]\n",
-            );
-            let proxy = Proxy::start(&config).await;
+            let small = MockProvider::new(kind).fault(Fault::ContextLength).spawned().await;
+            let same = MockProvider::openai().marker("same").spawned().await;
+            let large = MockProvider::anthropic().marker("large").spawned().await;
+            let config = ChatConfig::new()
+                .mock("small", &small)
+                .model("s")
+                .target_keys("context_window = 8192")
+                .mock("same", &same)
+                .model("m")
+                .target_keys("context_window = 8192")
+                .mock("large", &large)
+                .model("l")
+                .target_keys("context_window = 200000");
+            let proxy = Proxy::start(&config.toml()).await;
             let got = post_chat(&proxy, &chat_body(true)).await;
             assert_eq!(got.status, 200, "{kind}: {}", got.raw);
             assert_eq!(got.header("x-baton-provider"), "large", "{kind}: the larger window answers");
             assert_eq!(got.streamed_text(), large.provider().expected_text());
             assert!(same.requests().is_empty(), "{kind}: a target with no larger window is skipped");
         }
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn context_length_without_a_larger_window_goes_back_to_the_client() {
-    within(HARD_LIMIT, async {
-        let small = MockProvider::anthropic().fault(Fault::ContextLength).spawn().await.expect("mock");
-        let other = MockProvider::openai().spawn().await.expect("mock");
+#[test]
+fn context_length_without_a_larger_window_goes_back_to_the_client() {
+    run(HARD_LIMIT, async {
+        let small = MockProvider::anthropic().fault(Fault::ContextLength).spawned().await;
+        let other = MockProvider::openai().spawned().await;
         let proxy = Proxy::start(&mocks_toml(&[("small", &small), ("other", &other)], 1000, 1000)).await;
         let got = post_chat(&proxy, &chat_body(false)).await;
         let message = assert_openai_error(&got, 400, "upstream_rejected");
         assert!(message.contains("prompt is too long"), "{message}");
         assert!(other.requests().is_empty(), "no declared windows: nothing to move on to");
-    })
-    .await;
+    });
 }
 
 async fn healthy_proxy() -> (Proxy, baton::mock::MockHandle) {
-    let provider = MockProvider::openai().spawn().await.expect("mock");
+    let provider = MockProvider::openai().spawned().await;
     let proxy = Proxy::start(&mocks_toml(&[("only", &provider)], 1000, 1000)).await;
     (proxy, provider)
 }
 
-#[tokio::test]
-async fn bad_requests_get_clear_errors_and_nothing_goes_upstream() {
-    within(HARD_LIMIT, async {
+#[test]
+fn bad_requests_get_clear_errors_and_nothing_goes_upstream() {
+    run(HARD_LIMIT, async {
         let (proxy, provider) = healthy_proxy().await;
         let cases: Vec<(&str, Vec<u8>, u16, &str, &str)> = vec![
             ("malformed json", b"{\"model\": \"chat\", ".to_vec(), 400, "invalid_request", "invalid request body"),
@@ -204,14 +192,13 @@ async fn bad_requests_get_clear_errors_and_nothing_goes_upstream() {
             assert!(message.contains(needle), "{name}: the message names what was wrong: {message}");
         }
         assert!(provider.requests().is_empty(), "no bad request reached the provider");
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn an_oversized_body_is_413() {
-    within(HARD_LIMIT, async {
-        let provider = MockProvider::openai().spawn().await.expect("mock");
+#[test]
+fn an_oversized_body_is_413() {
+    run(HARD_LIMIT, async {
+        let provider = MockProvider::openai().spawned().await;
         let config = format!("max_body_bytes = 1024\n{}", mocks_toml(&[("only", &provider)], 1000, 1000));
         let proxy = Proxy::start(&config).await;
         let big = json!({ "model": "chat", "messages": [{ "role": "user", "content": "x".repeat(4096) }] });
@@ -219,13 +206,12 @@ async fn an_oversized_body_is_413() {
         let message = assert_openai_error(&got, 413, "request_too_large");
         assert!(message.contains("1024"), "the limit is named: {message}");
         assert!(provider.requests().is_empty());
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn wrong_method_and_unknown_path() {
-    within(HARD_LIMIT, async {
+#[test]
+fn wrong_method_and_unknown_path() {
+    run(HARD_LIMIT, async {
         let (proxy, _provider) = healthy_proxy().await;
         let client = reqwest::Client::new();
         let started = std::time::Instant::now();
@@ -239,13 +225,12 @@ async fn wrong_method_and_unknown_path() {
             support::read_response(client.get(proxy.url("/v2/nothing")).send().await.expect("answer"), started).await;
         let message = assert_openai_error(&got, 404, "not_found");
         assert!(message.contains("/v2/nothing"), "{message}");
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn models_lists_routes_and_healthz_answers() {
-    within(HARD_LIMIT, async {
+#[test]
+fn models_lists_routes_and_healthz_answers() {
+    run(HARD_LIMIT, async {
         let (proxy, _provider) = healthy_proxy().await;
         let models: Value = reqwest::get(proxy.url("/v1/models")).await.expect("models").json().await.expect("json");
         assert_eq!(models["object"], "list");
@@ -258,6 +243,5 @@ async fn models_lists_routes_and_healthz_answers() {
         let html = page.text().await.expect("html");
         assert!(html.contains("Playground") && html.contains("/admin/status"), "the page is built in");
         assert!(!html.contains("https://"), "no CDN: the page loads nothing from elsewhere");
-    })
-    .await;
+    });
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use baton::mock::{Fault, MockProvider, refusing_addr};
 use baton::providers::ProviderKind;
-use support::{Proxy, Received, chat_body, mocks_toml, post_chat, route_toml, within};
+use support::{Proxy, Received, Spawned, chat_body, mocks_toml, post_chat, route_toml, within};
 
 const FIRST_TOKEN_MS: u64 = 500;
 const IDLE_MS: u64 = 500;
@@ -37,13 +37,12 @@ fn waits_for_deadline(fault: Fault) -> bool {
 
 async fn run(kind: ProviderKind, fault: Fault, stream: bool) {
     within(HARD_LIMIT, async {
-        let primary = MockProvider::new(kind).marker(PRIMARY_MARKER).fault(fault).spawn().await.expect("primary");
+        let primary = MockProvider::new(kind).marker(PRIMARY_MARKER).fault(fault).spawned().await;
         let secondary = MockProvider::new(secondary_kind(kind))
             .marker("clean")
             .first_token_after(Duration::from_millis(SECONDARY_FIRST_TOKEN_MS))
-            .spawn()
-            .await
-            .expect("secondary");
+            .spawned()
+            .await;
         let config = if fault == Fault::Refuse {
             let dead = refusing_addr().await.expect("free port");
             let base =

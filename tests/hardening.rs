@@ -9,33 +9,29 @@ mod support;
 use std::time::Duration;
 
 use baton::mock::{MockHandle, MockProvider};
-use baton::providers::ProviderKind;
-use support::raw::{RawProvider, SSE_HEAD, Step, chunked_answer, openai_end, openai_text};
-use support::{Proxy, chat_body, post_chat, provider_toml, within};
+use support::raw::{RawProvider, SSE_HEAD, Step, chunked_answer, json_answer, openai_end, openai_text};
+use support::{ChatConfig, Proxy, Spawned, chat_body, metrics, post_chat, run};
 
 const HARD_LIMIT: Duration = Duration::from_secs(30);
 
 /// A route "chat" over a raw OpenAI-kind provider "raw" and a healthy
 /// simulated one, "spare"; `top` adds top-level keys.
 fn config(top: &str, raw: &RawProvider, spare: &MockHandle) -> String {
-    format!(
-        "{top}\n{}{}[[routes]]\nmodel = \"chat\"\nfirst_token_timeout_ms = 5000\nidle_timeout_ms = 5000\ntargets = [{{ provider = \"raw\", model = \"m\" }}, {{ provider = \"spare\", model = \"s\" }}]\n",
-        provider_toml("raw", ProviderKind::OpenAi, &format!("{}/v1", raw.url)),
-        provider_toml("spare", spare.provider_kind(), &spare.base_url()),
-    )
+    let route = ChatConfig::new().top(top).deadlines(5000, 5000).raw("raw", raw).model("m");
+    route.mock("spare", spare).model("s").toml()
 }
 
 async fn spare() -> MockHandle {
-    MockProvider::anthropic().marker("spare").tokens(3).spawn().await.expect("mock")
+    MockProvider::anthropic().marker("spare").tokens(3).spawned().await
 }
 
 fn attempt_classes(raw: &str) -> bool {
     raw.contains("event_too_large")
 }
 
-#[tokio::test]
-async fn a_provider_that_never_sends_a_newline_fails_over_at_the_event_cap() {
-    within(HARD_LIMIT, async {
+#[test]
+fn a_provider_that_never_sends_a_newline_fails_over_at_the_event_cap() {
+    run(HARD_LIMIT, async {
         let flood = RawProvider::start(|_| {
             vec![Step::Write(SSE_HEAD.to_vec()), Step::Write(b"data: ".to_vec()), Step::Flood(vec![b'x'; 16 * 1024])]
         })
@@ -48,15 +44,14 @@ async fn a_provider_that_never_sends_a_newline_fails_over_at_the_event_cap() {
             assert_eq!(got.header("x-baton-provider"), "spare", "the flood failed over");
             assert!(!got.raw.contains("xxxx"), "no byte of the flood reached the client");
         }
-        let status = reqwest::get(proxy.url("/metrics")).await.unwrap().text().await.unwrap();
-        assert!(status.contains("outcome=\"event_too_large\""), "the attempt's class is event_too_large");
-    })
-    .await;
+        let outcomes = metrics(&proxy).await;
+        assert!(outcomes.contains("outcome=\"event_too_large\""), "the attempt's class is event_too_large");
+    });
 }
 
-#[tokio::test]
-async fn an_endless_line_after_commit_ends_the_stream_with_an_error() {
-    within(HARD_LIMIT, async {
+#[test]
+fn an_endless_line_after_commit_ends_the_stream_with_an_error() {
+    run(HARD_LIMIT, async {
         let flood = RawProvider::start(|_| {
             let start = format!("{}{}data: ", openai_text("one"), openai_text(" two"));
             vec![Step::Write(SSE_HEAD.to_vec()), Step::Write(start.into_bytes()), Step::Flood(vec![b'x'; 16 * 1024])]
@@ -70,20 +65,15 @@ async fn an_endless_line_after_commit_ends_the_stream_with_an_error() {
         assert_eq!(error["error"]["code"], "event_too_large", "{}", got.raw);
         assert!(!got.saw_done(), "a broken stream never ends with [DONE]");
         assert!(attempt_classes(&got.raw));
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn an_absurd_retry_after_neither_panics_nor_disables_the_provider_for_long() {
-    within(HARD_LIMIT, async {
+#[test]
+fn an_absurd_retry_after_neither_panics_nor_disables_the_provider_for_long() {
+    run(HARD_LIMIT, async {
         let limited = RawProvider::start(|_| {
             let body = r#"{"error":{"message":"slow down"}}"#;
-            let head = format!(
-                "HTTP/1.1 429 Too Many Requests\r\nretry-after: 18446744073709551615\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
-                body.len()
-            );
-            vec![Step::Write(head.into_bytes())]
+            vec![Step::Write(json_answer("429 Too Many Requests", "retry-after: 18446744073709551615\r\n", body))]
         })
         .await;
         let spare = spare().await;
@@ -101,13 +91,12 @@ async fn an_absurd_retry_after_neither_panics_nor_disables_the_provider_for_long
         let reloaded = reqwest::Client::new().post(proxy.url("/admin/reload")).send().await.unwrap();
         assert_eq!(reloaded.status(), 200);
         assert!(status(&proxy).await["providers"][0]["cooldown_ms"].is_null(), "a reload clears the cooldown");
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn token_counts_near_the_top_of_u64_saturate_instead_of_wrapping() {
-    within(HARD_LIMIT, async {
+#[test]
+fn token_counts_near_the_top_of_u64_saturate_instead_of_wrapping() {
+    run(HARD_LIMIT, async {
         let huge = RawProvider::start(|_| {
             let usage = "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[],\"usage\":{\"prompt_tokens\":18446744073709551615,\"completion_tokens\":5,\"total_tokens\":4}}\n\n";
             vec![Step::Write(chunked_answer(&format!("{}{usage}{}", openai_text("hi"), openai_end())))]
@@ -118,13 +107,12 @@ async fn token_counts_near_the_top_of_u64_saturate_instead_of_wrapping() {
         let got = post_chat(&proxy, &chat_body(false)).await;
         assert_eq!(got.status, 200, "{}", got.raw);
         assert_eq!(got.json()["usage"]["total_tokens"], u64::MAX, "saturated, not wrapped: {}", got.raw);
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn a_whole_answer_that_never_ends_fails_over_at_the_answer_cap() {
-    within(HARD_LIMIT, async {
+#[test]
+fn a_whole_answer_that_never_ends_fails_over_at_the_answer_cap() {
+    run(HARD_LIMIT, async {
         let endless = RawProvider::start(|_| {
             vec![Step::Write(SSE_HEAD.to_vec()), Step::Flood(openai_text("endless words ").into_bytes())]
         })
@@ -135,13 +123,12 @@ async fn a_whole_answer_that_never_ends_fails_over_at_the_answer_cap() {
         assert_eq!(got.status, 200, "{}", got.raw);
         assert_eq!(got.header("x-baton-provider"), "spare", "the endless answer failed over");
         assert!(!got.raw.contains("endless"), "no word of it reached the client");
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn bytes_a_provider_sends_after_its_answer_never_become_the_next_answer() {
-    within(HARD_LIMIT, async {
+#[test]
+fn bytes_a_provider_sends_after_its_answer_never_become_the_next_answer() {
+    run(HARD_LIMIT, async {
         // Only the first answer has a stray one behind it: once seen, the
         // provider's connections are not kept, though its later ones are clean.
         let stray = RawProvider::start(|n| {
@@ -163,30 +150,24 @@ async fn bytes_a_provider_sends_after_its_answer_never_become_the_next_answer() 
         }
         assert_eq!(stray.requests(), 4);
         assert_eq!(stray.connections(), 4, "after stray bytes, the provider's connections are not reused");
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn a_providers_words_never_reach_other_clients_and_its_echoed_key_never_anyone() {
-    within(HARD_LIMIT, async {
+#[test]
+fn a_providers_words_never_reach_other_clients_and_its_echoed_key_never_anyone() {
+    run(HARD_LIMIT, async {
         let status_with = |status: &'static str, message: &'static str| {
             move |_: usize| {
                 let body = format!(r#"{{"error":{{"message":"{message}"}}}}"#);
-                let head = format!(
-                    "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
-                    body.len()
-                );
-                vec![Step::Write(head.into_bytes())]
+                vec![Step::Write(json_answer(status, "", &body))]
             }
         };
-        let echo = RawProvider::start(status_with("401 Unauthorized", "bad key sk-live-secret-4242 for user alice")).await;
-        let broken = RawProvider::start(status_with("503 Service Unavailable", "db at 10.0.0.7 said: prompt was ...")).await;
-        let text = format!(
-            "{}\napi_key = \"sk-live-secret-4242\"\n\n{}[[routes]]\nmodel = \"chat\"\ntargets = [{{ provider = \"echo\", model = \"m\" }}, {{ provider = \"broken\", model = \"m\" }}]\n",
-            provider_toml("echo", ProviderKind::OpenAi, &format!("{}/v1", echo.url)).trim_end(),
-            provider_toml("broken", ProviderKind::OpenAi, &format!("{}/v1", broken.url)),
-        );
+        let echo =
+            RawProvider::start(status_with("401 Unauthorized", "bad key sk-live-secret-4242 for user alice")).await;
+        let broken =
+            RawProvider::start(status_with("503 Service Unavailable", "db at 10.0.0.7 said: prompt was ...")).await;
+        let route = ChatConfig::new().raw("echo", &echo).provider_keys("api_key = \"sk-live-secret-4242\"").model("m");
+        let text = route.raw("broken", &broken).model("m").toml();
         let proxy = Proxy::start(&text).await;
         let got = post_chat(&proxy, &chat_body(true)).await;
         assert_eq!(got.status, 502, "{}", got.raw);
@@ -197,13 +178,13 @@ async fn a_providers_words_never_reach_other_clients_and_its_echoed_key_never_an
         assert!(got.raw.contains("http_5xx") && got.raw.contains("http 503"), "{}", got.raw);
 
         let rejecting =
-            RawProvider::start(status_with("400 Bad Request", "max_tokens too large for key sk-live-secret-4242")).await;
+            RawProvider::start(status_with("400 Bad Request", "max_tokens too large for key sk-live-secret-4242"))
+                .await;
         let text = text.replace(&echo.url, &rejecting.url);
         let proxy = Proxy::start(&text).await;
         let got = post_chat(&proxy, &chat_body(true)).await;
         assert_eq!(got.status, 400, "a rejected request is the client's own: {}", got.raw);
         assert!(got.raw.contains("max_tokens too large"), "its own error comes back: {}", got.raw);
         assert!(!got.raw.contains("sk-live-secret"), "but never the key: {}", got.raw);
-    })
-    .await;
+    });
 }

@@ -6,96 +6,49 @@
 
 mod support;
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::process::Stdio;
-use std::sync::{Arc, Mutex};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use baton::mock::MockProvider;
-use futures_util::StreamExt;
+use baton::mock::{Fault, MockHandle, MockProvider};
 use serde_json::Value;
-use support::{chat_body, provider_toml, within};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use support::{Baton, ChatConfig, Spawned, chat_body, eventually, first_chunk, open_chat, post_chat, run, within};
 
 const HARD_LIMIT: Duration = Duration::from_secs(30);
-const BATON: &str = env!("CARGO_BIN_EXE_baton");
 const SECRET: &str = "sk-live-very-secret-0123456789";
 const PROMPT: &str = "my confidential prompt about project nightingale";
 
-struct Baton {
-    child: Child,
-    addr: SocketAddr,
-    logs: Arc<Mutex<Vec<String>>>,
+/// `baton --log-format json serve --config path`, with the providers' key in
+/// its environment, started and serving.
+async fn start(path: &Path) -> Baton {
+    Baton::serve(path).json_logs().env("TEST_PROVIDER_KEY", SECRET).start().await
 }
 
-impl Baton {
-    /// Starts `baton --log-format json serve --config path` and waits until it serves.
-    async fn start(path: &PathBuf) -> Baton {
-        let mut child = Command::new(BATON)
-            .args(["--log-format", "json", "serve", "--config"])
-            .arg(path)
-            .env("RUST_LOG", "info")
-            .env("TEST_PROVIDER_KEY", SECRET)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("baton starts");
-        let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
-        let logs = Arc::new(Mutex::new(Vec::new()));
-        let addr = loop {
-            let line = lines.next_line().await.expect("read").expect("baton exited before serving");
-            logs.lock().unwrap().push(line.clone());
-            let parsed: Value = serde_json::from_str(&line).unwrap_or_else(|_| panic!("a JSON log line: {line}"));
-            if parsed["message"] == "baton is serving" {
-                break parsed["listen"].as_str().expect("listen").parse().expect("an address");
-            }
-        };
-        let sink = Arc::clone(&logs);
-        tokio::spawn(async move {
-            while let Ok(Some(line)) = lines.next_line().await {
-                sink.lock().unwrap().push(line);
-            }
-        });
-        Baton { child, addr, logs }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
-    }
-
-    fn signal(&self, name: &str) {
-        let pid = self.child.id().expect("running").to_string();
-        let status = std::process::Command::new("kill").args([format!("-{name}"), pid]).status().expect("kill runs");
-        assert!(status.success());
-    }
-
-    fn log_lines(&self) -> Vec<String> {
-        self.logs.lock().unwrap().clone()
-    }
+/// The listen and key lines every config here starts with, and `extra_top`.
+fn listening(extra_top: &str) -> ChatConfig {
+    ChatConfig::new().top("listen = \"127.0.0.1:0\"").top(extra_top)
 }
 
-fn single_route(mock: &baton::mock::MockHandle, extra_top: &str) -> String {
-    format!(
-        "listen = \"127.0.0.1:0\"\n{extra_top}\n{}\napi_key = \"${{TEST_PROVIDER_KEY}}\"\n\n[[routes]]\nmodel = \"chat\"\ntargets = [{{ provider = \"sim\", model = \"sim-model\" }}]\n",
-        provider_toml("sim", mock.provider_kind(), &mock.base_url()).trim_end()
-    )
+const KEY_FROM_ENV: &str = "api_key = \"${TEST_PROVIDER_KEY}\"";
+
+fn single_route(mock: &MockHandle, extra_top: &str) -> String {
+    listening(extra_top).mock("sim", mock).provider_keys(KEY_FROM_ENV).toml()
 }
 
-#[tokio::test]
-async fn json_logs_carry_the_fields_and_never_the_secrets() {
-    within(HARD_LIMIT, async {
-        let flaky = MockProvider::anthropic().api_key(SECRET).fault(baton::mock::Fault::Http5xx).spawn().await.expect("mock");
-        let good = MockProvider::openai().api_key(SECRET).spawn().await.expect("mock");
-        let config = format!(
-            "listen = \"127.0.0.1:0\"\n{}\napi_key = \"${{TEST_PROVIDER_KEY}}\"\n\n{}\napi_key = \"${{TEST_PROVIDER_KEY}}\"\n\n[[routes]]\nmodel = \"chat\"\ntargets = [{{ provider = \"flaky\", model = \"f\" }}, {{ provider = \"good\", model = \"g\" }}]\n",
-            provider_toml("flaky", flaky.provider_kind(), &flaky.base_url()).trim_end(),
-            provider_toml("good", good.provider_kind(), &good.base_url()).trim_end(),
-        );
-        let baton = Baton::start(&support::config_file("lifecycle-logs", &config)).await;
-        let body = serde_json::json!({ "model": "chat", "stream": true, "messages": [{ "role": "user", "content": PROMPT }] });
+#[test]
+fn json_logs_carry_the_fields_and_never_the_secrets() {
+    run(HARD_LIMIT, async {
+        let flaky = MockProvider::anthropic().api_key(SECRET).fault(Fault::Http5xx).spawned().await;
+        let good = MockProvider::openai().api_key(SECRET).spawned().await;
+        let config = listening("")
+            .mock("flaky", &flaky)
+            .provider_keys(KEY_FROM_ENV)
+            .model("f")
+            .mock("good", &good)
+            .provider_keys(KEY_FROM_ENV)
+            .model("g");
+        let baton = start(&support::config_file("lifecycle-logs", &config.toml())).await;
+        let body =
+            serde_json::json!({ "model": "chat", "stream": true, "messages": [{ "role": "user", "content": PROMPT }] });
         let response = reqwest::Client::new()
             .post(baton.url("/v1/chat/completions"))
             .header("x-request-id", "req-from-client-42")
@@ -105,29 +58,20 @@ async fn json_logs_carry_the_fields_and_never_the_secrets() {
             .expect("answer");
         assert_eq!(response.headers()["x-request-id"], "req-from-client-42", "the request id is echoed");
         assert!(response.text().await.expect("body").ends_with("data: [DONE]\n\n"));
-        let other = reqwest::Client::new().post(baton.url("/v1/chat/completions")).json(&chat_body(false)).send().await.expect("answer");
-        let generated = other.headers()["x-request-id"].to_str().expect("text").to_owned();
+        let other = post_chat(&baton, &chat_body(false)).await;
+        let generated = other.header("x-request-id");
         assert!(!generated.is_empty(), "a request without an id gets one");
 
-        let mut request_line = None;
-        for _ in 0..100 {
-            request_line = baton
+        let request_line = || {
+            baton
                 .log_lines()
                 .iter()
                 .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-                .find(|line| line["message"] == "request" && line["request_id"] == "req-from-client-42");
-            if request_line.is_some() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        let request_line = request_line.expect("one request line");
-        for (field, value) in [
-            ("route", "chat"),
-            ("provider", "good"),
-            ("model", "g"),
-            ("outcome", "ok"),
-        ] {
+                .find(|line| line["message"] == "request" && line["request_id"] == "req-from-client-42")
+        };
+        eventually(Duration::from_secs(2), || async { request_line().is_some() }).await;
+        let request_line = request_line().expect("one request line");
+        for (field, value) in [("route", "chat"), ("provider", "good"), ("model", "g"), ("outcome", "ok")] {
             assert_eq!(request_line[field], value, "request line field {field}: {request_line}");
         }
         assert_eq!(request_line["attempt"], 2);
@@ -152,29 +96,18 @@ async fn json_logs_carry_the_fields_and_never_the_secrets() {
             assert!(!line.contains(SECRET), "a log line carries the API key: {line}");
             assert!(!line.contains("nightingale"), "a log line carries the prompt: {line}");
         }
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn sigterm_lets_streams_finish_within_the_grace_and_ends_the_rest_with_an_error() {
-    within(HARD_LIMIT, async {
-        let long = MockProvider::openai()
-            .marker("long")
-            .tokens(200)
-            .gap(Duration::from_millis(20))
-            .spawn()
-            .await
-            .expect("mock");
+#[test]
+fn sigterm_lets_streams_finish_within_the_grace_and_ends_the_rest_with_an_error() {
+    run(HARD_LIMIT, async {
+        let long = MockProvider::openai().marker("long").tokens(200).gap(Duration::from_millis(20)).spawned().await;
         let baton =
-            Baton::start(&support::config_file("lifecycle-drain", &single_route(&long, "shutdown_grace_ms = 600")))
-                .await;
-        let client = reqwest::Client::new();
-        let response =
-            client.post(baton.url("/v1/chat/completions")).json(&chat_body(true)).send().await.expect("answer");
+            start(&support::config_file("lifecycle-drain", &single_route(&long, "shutdown_grace_ms = 600"))).await;
+        let mut response = open_chat(&baton, &chat_body(true)).await;
         assert_eq!(response.status(), 200);
-        let mut body = response.bytes_stream();
-        body.next().await.expect("a first chunk").expect("readable");
+        first_chunk(&mut response).await;
         let signalled = Instant::now();
         baton.signal("TERM");
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -183,7 +116,7 @@ async fn sigterm_lets_streams_finish_within_the_grace_and_ends_the_rest_with_an_
             "no new connections once shutting down"
         );
         let mut rest = Vec::new();
-        while let Some(Ok(chunk)) = body.next().await {
+        while let Ok(Some(chunk)) = response.chunk().await {
             rest.extend_from_slice(&chunk);
         }
         let rest = String::from_utf8(rest).expect("utf-8");
@@ -192,50 +125,32 @@ async fn sigterm_lets_streams_finish_within_the_grace_and_ends_the_rest_with_an_
         assert!(rest.contains("\"code\":\"shutting_down\""), "the cut stream ends with an error event: {rest}");
         assert!(!rest.contains("[DONE]"), "no [DONE] on a cut stream");
         assert!(ended >= Duration::from_millis(550) && ended < Duration::from_secs(5), "ended after {ended:?}");
-        let mut child = baton.child;
-        let status =
-            tokio::time::timeout(Duration::from_secs(5), child.wait()).await.expect("baton exits").expect("status");
+        let status = baton.exit_within(Duration::from_secs(5)).await;
         assert!(status.success(), "a clean exit: {status}");
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn a_stream_that_ends_within_the_grace_completes() {
-    within(HARD_LIMIT, async {
-        let short = MockProvider::gemini()
-            .marker("short")
-            .tokens(10)
-            .gap(Duration::from_millis(30))
-            .spawn()
-            .await
-            .expect("mock");
-        let baton =
-            Baton::start(&support::config_file("lifecycle-grace", &single_route(&short, "shutdown_grace_ms = 5000")))
-                .await;
-        let response = reqwest::Client::new()
-            .post(baton.url("/v1/chat/completions"))
-            .json(&chat_body(true))
-            .send()
-            .await
-            .expect("answer");
+#[test]
+fn a_stream_that_ends_within_the_grace_completes() {
+    run(HARD_LIMIT, async {
+        let short = MockProvider::gemini().marker("short").tokens(10).gap(Duration::from_millis(30)).spawned().await;
+        let grace = single_route(&short, "shutdown_grace_ms = 5000");
+        let baton = start(&support::config_file("lifecycle-grace", &grace)).await;
+        let response = open_chat(&baton, &chat_body(true)).await;
         baton.signal("TERM");
         let text = response.text().await.expect("body");
         assert!(text.contains("short9") && text.ends_with("data: [DONE]\n\n"), "{text}");
-        let mut child = baton.child;
-        let status =
-            tokio::time::timeout(Duration::from_secs(5), child.wait()).await.expect("baton exits").expect("status");
+        let status = baton.exit_within(Duration::from_secs(5)).await;
         assert!(status.success());
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn sighup_reloads_a_good_config_and_keeps_the_old_one_over_a_bad_one() {
-    within(HARD_LIMIT, async {
-        let sim = MockProvider::openai().spawn().await.expect("mock");
+#[test]
+fn sighup_reloads_a_good_config_and_keeps_the_old_one_over_a_bad_one() {
+    run(HARD_LIMIT, async {
+        let sim = MockProvider::openai().spawned().await;
         let path = support::config_file("lifecycle-hup", &single_route(&sim, ""));
-        let baton = Baton::start(&path).await;
+        let baton = start(&path).await;
         let models = || async {
             let list: Value = reqwest::get(baton.url("/v1/models")).await.expect("models").json().await.expect("json");
             list["data"]
@@ -252,30 +167,18 @@ async fn sighup_reloads_a_good_config_and_keeps_the_old_one_over_a_bad_one() {
         );
         std::fs::write(&path, grown).expect("write");
         baton.signal("HUP");
-        let mut seen = Vec::new();
-        for _ in 0..100 {
-            seen = models().await;
-            if seen.len() == 2 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        assert_eq!(seen, ["chat", "chat2"], "SIGHUP applied the new config");
+        eventually(Duration::from_secs(2), || async { models().await.len() == 2 }).await;
+        assert_eq!(models().await, ["chat", "chat2"], "SIGHUP applied the new config");
 
         std::fs::write(&path, "this is = = not toml").expect("write");
         baton.signal("HUP");
-        let mut refused = false;
-        for _ in 0..100 {
-            refused = baton.log_lines().iter().any(|line| line.contains("config reload refused"));
-            if refused {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let refused = eventually(Duration::from_secs(2), || async {
+            baton.log_lines().iter().any(|line| line.contains("config reload refused"))
+        })
+        .await;
         assert!(refused, "the bad config was logged");
         assert_eq!(models().await, ["chat", "chat2"], "the running config stays");
-    })
-    .await;
+    });
 }
 
 /// A thread per core, each with its own runtime accepting from the one
@@ -284,7 +187,7 @@ async fn sighup_reloads_a_good_config_and_keeps_the_old_one_over_a_bad_one() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn worker_threads_share_one_listener_and_stop_together() {
     within(HARD_LIMIT, async {
-        let mock = MockProvider::openai().marker("tok").tokens(20).spawn().await.expect("mock");
+        let mock = MockProvider::openai().marker("tok").tokens(20).spawned().await;
         let config =
             baton::config::parse(&single_route(&mock, ""), "test.toml", &|_| Some("key".to_owned())).expect("config");
         let state = baton::AppState::new(config).expect("state");
@@ -296,14 +199,9 @@ async fn worker_threads_share_one_listener_and_stop_together() {
 
         let streams = (0..12).map(|_| async move {
             // A client per stream: a connection per stream, spread over the threads.
-            let response = reqwest::Client::new()
-                .post(format!("http://{addr}/v1/chat/completions"))
-                .json(&chat_body(true))
-                .send()
-                .await
-                .expect("answer");
-            assert_eq!(response.status(), 200);
-            response.text().await.expect("body")
+            let got = post_chat(&addr, &chat_body(true)).await;
+            assert_eq!(got.status, 200);
+            got.raw
         });
         for body in futures_util::future::join_all(streams).await {
             assert!(body.trim_end().ends_with("data: [DONE]"), "a whole answer: {body}");

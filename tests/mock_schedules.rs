@@ -8,20 +8,16 @@ mod support;
 use std::time::Duration;
 
 use baton::mock::{Fault, MockProvider, Schedule};
-use support::{Proxy, chat_body, mocks_toml, post_chat, within};
+use support::{ChatConfig, Proxy, Spawned, chat_body, mocks_toml, post_chat, run};
 
 const HARD_LIMIT: Duration = Duration::from_secs(20);
 
-#[tokio::test]
-async fn a_primary_failing_its_first_requests_gets_traffic_back_after() {
-    within(HARD_LIMIT, async {
-        let primary = MockProvider::anthropic()
-            .fault(Fault::Http5xx)
-            .schedule(Schedule::FirstRequests(2))
-            .spawn()
-            .await
-            .expect("mock");
-        let secondary = MockProvider::openai().spawn().await.expect("mock");
+#[test]
+fn a_primary_failing_its_first_requests_gets_traffic_back_after() {
+    run(HARD_LIMIT, async {
+        let primary =
+            MockProvider::anthropic().fault(Fault::Http5xx).schedule(Schedule::FirstRequests(2)).spawned().await;
+        let secondary = MockProvider::openai().spawned().await;
         let proxy = Proxy::start(&mocks_toml(&[("primary", &primary), ("secondary", &secondary)], 1000, 1000)).await;
         let mut answered_by = Vec::new();
         for _ in 0..4 {
@@ -30,13 +26,12 @@ async fn a_primary_failing_its_first_requests_gets_traffic_back_after() {
             answered_by.push(got.header("x-baton-provider").to_owned());
         }
         assert_eq!(answered_by, ["secondary", "secondary", "primary", "primary"]);
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn a_seeded_schedule_repeats_itself() {
-    within(HARD_LIMIT, async {
+#[test]
+fn a_seeded_schedule_repeats_itself() {
+    run(HARD_LIMIT, async {
         let faults = [Fault::Http5xx, Fault::Http429, Fault::Malformed];
         let draw = |seed| {
             MockProvider::gemini()
@@ -46,15 +41,15 @@ async fn a_seeded_schedule_repeats_itself() {
         };
         let mut runs = Vec::new();
         for provider in [draw(42), draw(42), draw(43)] {
-            let provider = provider.spawn().await.expect("mock");
-            let spare = MockProvider::openai().spawn().await.expect("mock");
+            let provider = provider.spawned().await;
+            let spare = MockProvider::openai().spawned().await;
             // Every request must reach the flaky provider, so its breaker never opens here.
-            let config = mocks_toml(&[("flaky", &provider), ("spare", &spare)], 1000, 1000).replacen(
-                "kind = \"gemini\"",
-                "kind = \"gemini\"\nbreaker = { failure_threshold = 1000000, window = 1000000 }",
-                1,
-            );
-            let proxy = Proxy::start(&config).await;
+            let config = ChatConfig::new()
+                .deadlines(1000, 1000)
+                .mock("flaky", &provider)
+                .provider_keys("breaker = { failure_threshold = 1000000, window = 1000000 }")
+                .mock("spare", &spare);
+            let proxy = Proxy::start(&config.toml()).await;
             for _ in 0..30 {
                 assert_eq!(post_chat(&proxy, &chat_body(false)).await.status, 200, "every request is answered");
             }
@@ -67,16 +62,15 @@ async fn a_seeded_schedule_repeats_itself() {
         for fault in faults {
             assert!(runs[0].contains(&Some(fault)), "{} is drawn", fault.name());
         }
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn per_request_faults_outside_the_matrix_fail_over() {
-    within(HARD_LIMIT, async {
+#[test]
+fn per_request_faults_outside_the_matrix_fail_over() {
+    run(HARD_LIMIT, async {
         for fault in [Fault::Refuse, Fault::NotSse] {
-            let primary = MockProvider::openai().marker("bad").fault(fault).spawn().await.expect("mock");
-            let secondary = MockProvider::anthropic().marker("good").spawn().await.expect("mock");
+            let primary = MockProvider::openai().marker("bad").fault(fault).spawned().await;
+            let secondary = MockProvider::anthropic().marker("good").spawned().await;
             let proxy =
                 Proxy::start(&mocks_toml(&[("primary", &primary), ("secondary", &secondary)], 1000, 1000)).await;
             for stream in [true, false] {
@@ -91,6 +85,5 @@ async fn per_request_faults_outside_the_matrix_fail_over() {
                 );
             }
         }
-    })
-    .await;
+    });
 }

@@ -7,10 +7,13 @@ mod support;
 
 use std::time::Duration;
 
-use baton::mock::{Fault, MockProvider};
-use futures_util::StreamExt;
+use baton::mock::{Fault, MockHandle, MockProvider};
+use baton::resilience::BreakerState;
 use serde_json::Value;
-use support::{Proxy, chat_body, post_chat, provider_toml, within};
+use support::{
+    ChatConfig, Proxy, Spawned, chat_body, eventually, leave_after_first_chunk, metrics, open_chat, post_chat,
+    provider_toml, run,
+};
 
 const HARD_LIMIT: Duration = Duration::from_secs(20);
 const NO_BREAKER: &str = "breaker = { failure_threshold = 1000000, window = 1000000 }";
@@ -34,49 +37,31 @@ fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
     })
 }
 
-async fn scrape(proxy: &Proxy) -> String {
-    reqwest::get(proxy.url("/metrics")).await.expect("metrics").text().await.expect("text")
+fn two_providers(primary: &MockHandle, secondary: &MockHandle, top: &str) -> String {
+    let route = ChatConfig::new().top(top).mock("primary", primary).provider_keys(NO_BREAKER).model("p");
+    route.mock("secondary", secondary).model("s").toml()
 }
 
-fn two_providers(primary: &baton::mock::MockHandle, secondary: &baton::mock::MockHandle, top: &str) -> String {
-    format!(
-        "{top}\n{}\n{NO_BREAKER}\n\n{}[[routes]]\nmodel = \"chat\"\ntargets = [{{ provider = \"primary\", model = \"p\" }}, {{ provider = \"secondary\", model = \"s\" }}]\n",
-        provider_toml("primary", primary.provider_kind(), &primary.base_url()).trim_end(),
-        provider_toml("secondary", secondary.provider_kind(), &secondary.base_url()),
-    )
-}
-
-#[tokio::test]
-async fn metrics_count_a_scripted_failover_scenario_exactly() {
-    within(HARD_LIMIT, async {
-        let primary = MockProvider::anthropic().fault(Fault::Http5xx).spawn().await.expect("mock");
-        let secondary = MockProvider::gemini().tokens(8).gap(Duration::from_millis(30)).spawn().await.expect("mock");
+#[test]
+fn metrics_count_a_scripted_failover_scenario_exactly() {
+    run(HARD_LIMIT, async {
+        let primary = MockProvider::anthropic().fault(Fault::Http5xx).spawned().await;
+        let secondary = MockProvider::gemini().tokens(8).gap(Duration::from_millis(30)).spawned().await;
         let proxy = Proxy::start(&two_providers(&primary, &secondary, "")).await;
         for stream in [true, true, true, false] {
             assert_eq!(post_chat(&proxy, &chat_body(stream)).await.status, 200);
         }
-        // One client that leaves after the first chunk.
-        let response = reqwest::Client::new()
-            .post(proxy.url("/v1/chat/completions"))
-            .json(&chat_body(true))
-            .send()
-            .await
-            .expect("answer");
-        let mut body = response.bytes_stream();
-        body.next().await.expect("a first chunk").expect("readable");
-        drop(body);
+        leave_after_first_chunk(&proxy).await;
         // Requests that never reach a route are not counted against one.
         let unknown = serde_json::json!({ "model": "nope", "messages": [{ "role": "user", "content": "x" }] });
         assert_eq!(post_chat(&proxy, &unknown).await.status, 404);
 
-        let mut text = scrape(&proxy).await;
-        for _ in 0..50 {
-            if sample(&text, "baton_requests_total", &[("route", "chat"), ("outcome", "client_disconnect")]).is_some() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            text = scrape(&proxy).await;
-        }
+        let disconnect = [("route", "chat"), ("outcome", "client_disconnect")];
+        eventually(Duration::from_secs(1), || async {
+            sample(&metrics(&proxy).await, "baton_requests_total", &disconnect).is_some()
+        })
+        .await;
+        let text = metrics(&proxy).await;
         let expect = |name: &str, labels: &[(&str, &str)], value: f64| {
             assert_eq!(sample(&text, name, labels), Some(value), "{name}{labels:?} in:\n{text}");
         };
@@ -94,37 +79,30 @@ async fn metrics_count_a_scripted_failover_scenario_exactly() {
         expect("baton_time_to_first_token_seconds_bucket", &[("le", "0.01"), ("provider", "secondary")], 5.0);
         expect("baton_request_duration_seconds_bucket", &[("le", "60.0"), ("route", "chat")], 5.0);
         assert!(!text.contains("nope"), "a client's model name never becomes a label");
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn an_open_breaker_and_a_stream_in_flight_show_as_gauges() {
-    within(HARD_LIMIT, async {
-        let dead = MockProvider::openai().fault(Fault::Http5xx).spawn().await.expect("mock");
-        let slow = MockProvider::anthropic().tokens(100).gap(Duration::from_millis(50)).spawn().await.expect("mock");
-        let config = format!(
-            "{}\nbreaker = {{ failure_threshold = 1 }}\n\n{}[[routes]]\nmodel = \"chat\"\ntargets = [{{ provider = \"dead\", model = \"d\" }}, {{ provider = \"slow\", model = \"s\" }}]\n",
-            provider_toml("dead", dead.provider_kind(), &dead.base_url()).trim_end(),
-            provider_toml("slow", slow.provider_kind(), &slow.base_url()),
-        );
-        let proxy = Proxy::start(&config).await;
-        let response =
-            reqwest::Client::new().post(proxy.url("/v1/chat/completions")).json(&chat_body(true)).send().await.expect("answer");
-        let text = scrape(&proxy).await;
+#[test]
+fn an_open_breaker_and_a_stream_in_flight_show_as_gauges() {
+    run(HARD_LIMIT, async {
+        let dead = MockProvider::openai().fault(Fault::Http5xx).spawned().await;
+        let slow = MockProvider::anthropic().tokens(100).gap(Duration::from_millis(50)).spawned().await;
+        let config =
+            ChatConfig::new().mock("dead", &dead).provider_keys("breaker = { failure_threshold = 1 }").model("d");
+        let proxy = Proxy::start(&config.mock("slow", &slow).model("s").toml()).await;
+        let response = open_chat(&proxy, &chat_body(true)).await;
+        let text = metrics(&proxy).await;
         assert_eq!(sample(&text, "baton_breaker_state", &[("provider", "dead")]), Some(2.0), "open");
         assert_eq!(sample(&text, "baton_inflight_streams", &[("provider", "slow")]), Some(1.0), "one stream in flight");
         drop(response);
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn the_status_api_tells_who_is_serving_and_why() {
-    within(HARD_LIMIT, async {
-        let primary = MockProvider::anthropic().fault(Fault::Http5xx).spawn().await.expect("mock");
-        let secondary =
-            MockProvider::gemini().first_token_after(Duration::from_millis(20)).spawn().await.expect("mock");
+#[test]
+fn the_status_api_tells_who_is_serving_and_why() {
+    run(HARD_LIMIT, async {
+        let primary = MockProvider::anthropic().fault(Fault::Http5xx).spawned().await;
+        let secondary = MockProvider::gemini().first_token_after(Duration::from_millis(20)).spawned().await;
         let token = "status-token-0123456789";
         let proxy = Proxy::start(&two_providers(&primary, &secondary, &format!("admin_token = \"{token}\""))).await;
         for _ in 0..3 {
@@ -158,39 +136,44 @@ async fn the_status_api_tells_who_is_serving_and_why() {
         let route = &status["routes"][0];
         assert_eq!(route["name"], "chat");
         assert_eq!(route["last_1m"], serde_json::json!({ "requests": 3, "answered": 3, "failovers": 3 }));
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn a_reload_replaces_routes_and_keeps_what_was_learned() {
-    within(HARD_LIMIT, async {
-        let dead = MockProvider::openai().fault(Fault::Http5xx).spawn().await.expect("mock");
-        let slow = MockProvider::anthropic().marker("old").tokens(20).gap(Duration::from_millis(20)).spawn().await.expect("mock");
-        let fresh = MockProvider::gemini().marker("new").spawn().await.expect("mock");
+#[test]
+fn a_reload_replaces_routes_and_keeps_what_was_learned() {
+    run(HARD_LIMIT, async {
+        let dead = MockProvider::openai().fault(Fault::Http5xx).spawned().await;
+        let slow = MockProvider::anthropic().marker("old").tokens(20).gap(Duration::from_millis(20)).spawned().await;
+        let fresh = MockProvider::gemini().marker("new").spawned().await;
         let providers = format!(
             "{}\nbreaker = {{ failure_threshold = 1, cooldown_ms = 60000 }}\n\n{}{}",
             provider_toml("dead", dead.provider_kind(), &dead.base_url()).trim_end(),
             provider_toml("slow", slow.provider_kind(), &slow.base_url()),
             provider_toml("fresh", fresh.provider_kind(), &fresh.base_url()),
         );
-        let before = format!("{providers}[[routes]]\nmodel = \"chat\"\ntargets = [{{ provider = \"dead\", model = \"d\" }}, {{ provider = \"slow\", model = \"s\" }}]\n");
+        let before = format!(
+            "{providers}[[routes]]\nmodel = \"chat\"\ntargets = [{{ provider = \"dead\", model = \"d\" }}, {{ provider = \"slow\", model = \"s\" }}]\n"
+        );
         let path = support::config_file("reload", &before);
         let proxy = Proxy::start_from_file(&path).await;
 
         // The dead provider's breaker opens, and a slow stream is in flight.
-        let in_flight =
-            reqwest::Client::new().post(proxy.url("/v1/chat/completions")).json(&chat_body(true)).send().await.expect("answer");
+        let in_flight = open_chat(&proxy, &chat_body(true)).await;
         assert_eq!(in_flight.headers()["x-baton-provider"], "slow");
-        assert_eq!(proxy.engine.health().provider("dead").breaker.state(), baton::resilience::BreakerState::Open);
+        assert_eq!(proxy.engine.health().provider("dead").breaker.state(), BreakerState::Open);
 
-        let after = format!("{providers}[[routes]]\nmodel = \"chat\"\ntargets = [{{ provider = \"dead\", model = \"d\" }}, {{ provider = \"fresh\", model = \"f\" }}]\n\n[[routes]]\nmodel = \"chat2\"\ntargets = [{{ provider = \"fresh\", model = \"f\" }}]\n");
+        let after = format!(
+            "{providers}[[routes]]\nmodel = \"chat\"\ntargets = [{{ provider = \"dead\", model = \"d\" }}, {{ provider = \"fresh\", model = \"f\" }}]\n\n[[routes]]\nmodel = \"chat2\"\ntargets = [{{ provider = \"fresh\", model = \"f\" }}]\n"
+        );
         std::fs::write(&path, &after).expect("write");
         let reloaded = reqwest::Client::new().post(proxy.url("/admin/reload")).send().await.expect("answer");
         assert_eq!(reloaded.status(), 200);
 
         let text = in_flight.text().await.expect("the in-flight stream finished");
-        assert!(text.contains("old19") && text.trim_end().ends_with("data: [DONE]"), "it ran on the old config: {text}");
+        assert!(
+            text.contains("old19") && text.trim_end().ends_with("data: [DONE]"),
+            "it ran on the old config: {text}"
+        );
         let got = post_chat(&proxy, &chat_body(true)).await;
         assert_eq!(got.header("x-baton-provider"), "fresh", "new requests take the new route");
         assert_eq!(got.header("x-baton-attempts"), "1", "the dead provider's breaker stayed open across the reload");
@@ -202,8 +185,8 @@ async fn a_reload_replaces_routes_and_keeps_what_was_learned() {
         let message = refused.text().await.expect("body");
         assert!(message.contains("at least one target"), "{message}");
         let models: Value = reqwest::get(proxy.url("/v1/models")).await.expect("models").json().await.expect("json");
-        let names: Vec<&str> = models["data"].as_array().expect("data").iter().filter_map(|m| m["id"].as_str()).collect();
+        let names: Vec<&str> =
+            models["data"].as_array().expect("data").iter().filter_map(|m| m["id"].as_str()).collect();
         assert_eq!(names, ["chat", "chat2"], "a bad config leaves the running one in place");
-    })
-    .await;
+    });
 }

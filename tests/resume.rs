@@ -12,7 +12,7 @@ use std::time::Duration;
 use baton::mock::{Continuation, Fault, MockHandle, MockProvider, wire};
 use baton::providers::ProviderKind;
 use serde_json::Value;
-use support::{Proxy, Received, chat_body, post_chat, provider_toml, within};
+use support::{ChatConfig, Proxy, Received, Spawned, chat_body, post_chat, run};
 
 const HARD_LIMIT: Duration = Duration::from_secs(20);
 const WORDS: usize = 10;
@@ -23,19 +23,9 @@ fn story(kind: ProviderKind) -> MockProvider {
 
 /// A route "chat" that resumes, over `targets` (name, mock, extra target keys).
 fn resuming(route_extra: &str, targets: &[(&str, &MockHandle, &str)]) -> String {
-    let mut text = String::new();
-    for (name, mock, _) in targets {
-        text.push_str(&provider_toml(name, mock.provider_kind(), &mock.base_url()));
-    }
-    let list: Vec<String> = targets
-        .iter()
-        .map(|(name, _, extra)| format!("{{ provider = \"{name}\", model = \"{name}-model\"{extra} }}"))
-        .collect();
-    text.push_str(&format!(
-        "[[routes]]\nmodel = \"chat\"\nidle_timeout_ms = 300\non_midstream_failure = \"resume\"\n{route_extra}\ntargets = [{}]\n",
-        list.join(", ")
-    ));
-    text
+    let route = ChatConfig::new().keys("idle_timeout_ms = 300\non_midstream_failure = \"resume\"").keys(route_extra);
+    let route = targets.iter().fold(route, |route, (name, mock, extra)| route.mock(name, mock).target_keys(extra));
+    route.toml()
 }
 
 fn assert_one_complete_answer(got: &Received, context: &str) {
@@ -52,16 +42,15 @@ fn assert_one_complete_answer(got: &Received, context: &str) {
     assert_eq!(finishes, 1, "{context}: one finish reason");
 }
 
-#[tokio::test]
-async fn every_kind_continues_every_kind_of_seam() {
-    within(HARD_LIMIT, async {
+#[test]
+fn every_kind_continues_every_kind_of_seam() {
+    run(HARD_LIMIT, async {
         let seams = [Continuation::Clean, Continuation::RepeatLast(2), Continuation::Restart];
         for kind in ProviderKind::ALL {
             for seam in seams {
                 for fault in [Fault::MidstreamClose, Fault::MidstreamStall] {
-                    let breaks =
-                        story(ProviderKind::OpenAi).fault(fault).tokens_before_fault(4).spawn().await.expect("mock");
-                    let continues = story(kind).continuation(seam).spawn().await.expect("mock");
+                    let breaks = story(ProviderKind::OpenAi).fault(fault).tokens_before_fault(4).spawned().await;
+                    let continues = story(kind).continuation(seam).spawned().await;
                     let proxy =
                         Proxy::start(&resuming("", &[("breaks", &breaks, ""), ("continues", &continues, "")])).await;
                     let got = post_chat(&proxy, &chat_body(true)).await;
@@ -80,23 +69,21 @@ async fn every_kind_continues_every_kind_of_seam() {
                 }
             }
         }
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn malformed_and_error_events_after_commit_are_resumed_too() {
-    within(HARD_LIMIT, async {
+#[test]
+fn malformed_and_error_events_after_commit_are_resumed_too() {
+    run(HARD_LIMIT, async {
         for (fault, kind) in
             [(Fault::MidstreamClose, ProviderKind::Gemini), (Fault::MidstreamStall, ProviderKind::Anthropic)]
         {
-            let breaks = story(kind).fault(fault).tokens_before_fault(2).spawn().await.expect("mock");
-            let continues = story(ProviderKind::OpenAi).spawn().await.expect("mock");
+            let breaks = story(kind).fault(fault).tokens_before_fault(2).spawned().await;
+            let continues = story(ProviderKind::OpenAi).spawned().await;
             let proxy = Proxy::start(&resuming("", &[("breaks", &breaks, ""), ("continues", &continues, "")])).await;
             assert_one_complete_answer(&post_chat(&proxy, &chat_body(true)).await, fault.name());
         }
-    })
-    .await;
+    });
 }
 
 fn last_message(body: &Value) -> (String, String) {
@@ -108,19 +95,15 @@ fn last_message(body: &Value) -> (String, String) {
     (role, text)
 }
 
-#[tokio::test]
-async fn prefill_is_used_only_where_declared() {
-    within(HARD_LIMIT, async {
+#[test]
+fn prefill_is_used_only_where_declared() {
+    run(HARD_LIMIT, async {
         for kind in ProviderKind::ALL {
-            let breaks = story(ProviderKind::Gemini)
-                .fault(Fault::MidstreamClose)
-                .tokens_before_fault(3)
-                .spawn()
-                .await
-                .expect("mock");
-            let prefills = story(kind).spawn().await.expect("mock");
+            let breaks =
+                story(ProviderKind::Gemini).fault(Fault::MidstreamClose).tokens_before_fault(3).spawned().await;
+            let prefills = story(kind).spawned().await;
             let proxy =
-                Proxy::start(&resuming("", &[("breaks", &breaks, ""), ("prefills", &prefills, ", prefill = true")]))
+                Proxy::start(&resuming("", &[("breaks", &breaks, ""), ("prefills", &prefills, "prefill = true")]))
                     .await;
             assert_one_complete_answer(&post_chat(&proxy, &chat_body(true)).await, &format!("{kind} prefill"));
             let (role, text) = last_message(&prefills.requests()[0].body);
@@ -130,34 +113,23 @@ async fn prefill_is_used_only_where_declared() {
             );
             assert_eq!(text, "story0 story1 story2");
 
-            let instructs = story(kind).spawn().await.expect("mock");
+            let instructs = story(kind).spawned().await;
             let proxy = Proxy::start(&resuming("", &[("breaks", &breaks, ""), ("instructs", &instructs, "")])).await;
             assert_one_complete_answer(&post_chat(&proxy, &chat_body(true)).await, &format!("{kind} instruction"));
             let (role, text) = last_message(&instructs.requests()[0].body);
             assert_eq!(role, "user", "{kind}: without prefill, a final user message asks for the rest");
             assert!(text.contains("<partial>story0 story1 story2</partial>"), "{kind}: {text}");
         }
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn a_rejected_prefill_falls_back_to_an_instruction_and_is_never_the_clients_error() {
-    within(HARD_LIMIT, async {
-        let breaks = story(ProviderKind::OpenAi)
-            .fault(Fault::MidstreamClose)
-            .tokens_before_fault(5)
-            .spawn()
-            .await
-            .expect("mock");
-        let picky = story(ProviderKind::Anthropic)
-            .rejects_prefill()
-            .continuation(Continuation::RepeatLast(1))
-            .spawn()
-            .await
-            .expect("mock");
-        let proxy =
-            Proxy::start(&resuming("", &[("breaks", &breaks, ""), ("picky", &picky, ", prefill = true")])).await;
+#[test]
+fn a_rejected_prefill_falls_back_to_an_instruction_and_is_never_the_clients_error() {
+    run(HARD_LIMIT, async {
+        let breaks = story(ProviderKind::OpenAi).fault(Fault::MidstreamClose).tokens_before_fault(5).spawned().await;
+        let picky =
+            story(ProviderKind::Anthropic).rejects_prefill().continuation(Continuation::RepeatLast(1)).spawned().await;
+        let proxy = Proxy::start(&resuming("", &[("breaks", &breaks, ""), ("picky", &picky, "prefill = true")])).await;
         let got = post_chat(&proxy, &chat_body(true)).await;
         assert_one_complete_answer(&got, "prefill rejected");
         assert!(!got.raw.contains("prefill"), "the rejection never reaches the client");
@@ -165,26 +137,15 @@ async fn a_rejected_prefill_falls_back_to_an_instruction_and_is_never_the_client
         assert_eq!(requests.len(), 2, "a prefill, then an instruction");
         assert_eq!(last_message(&requests[0].body).0, "assistant");
         assert_eq!(last_message(&requests[1].body).0, "user");
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn resumes_are_bounded_by_max_resumes() {
-    within(HARD_LIMIT, async {
-        let first = story(ProviderKind::OpenAi)
-            .fault(Fault::MidstreamClose)
-            .tokens_before_fault(3)
-            .spawn()
-            .await
-            .expect("mock");
-        let second = story(ProviderKind::Gemini)
-            .fault(Fault::MidstreamClose)
-            .tokens_before_fault(3)
-            .spawn()
-            .await
-            .expect("mock");
-        let third = story(ProviderKind::Anthropic).spawn().await.expect("mock");
+#[test]
+fn resumes_are_bounded_by_max_resumes() {
+    run(HARD_LIMIT, async {
+        let first = story(ProviderKind::OpenAi).fault(Fault::MidstreamClose).tokens_before_fault(3).spawned().await;
+        let second = story(ProviderKind::Gemini).fault(Fault::MidstreamClose).tokens_before_fault(3).spawned().await;
+        let third = story(ProviderKind::Anthropic).spawned().await;
         let targets = [("first", &first, ""), ("second", &second, ""), ("third", &third, "")];
 
         let once = Proxy::start(&resuming("", &targets)).await;
@@ -199,20 +160,14 @@ async fn resumes_are_bounded_by_max_resumes() {
 
         let twice = Proxy::start(&resuming("max_resumes = 2", &targets)).await;
         assert_one_complete_answer(&post_chat(&twice, &chat_body(true)).await, "two resumes");
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn no_candidate_to_continue_ends_with_an_error() {
-    within(HARD_LIMIT, async {
-        let breaks = story(ProviderKind::Anthropic)
-            .fault(Fault::MidstreamClose)
-            .tokens_before_fault(3)
-            .spawn()
-            .await
-            .expect("mock");
-        let down = story(ProviderKind::OpenAi).fault(Fault::Http5xx).spawn().await.expect("mock");
+#[test]
+fn no_candidate_to_continue_ends_with_an_error() {
+    run(HARD_LIMIT, async {
+        let breaks = story(ProviderKind::Anthropic).fault(Fault::MidstreamClose).tokens_before_fault(3).spawned().await;
+        let down = story(ProviderKind::OpenAi).fault(Fault::Http5xx).spawned().await;
         let proxy = Proxy::start(&resuming("", &[("breaks", &breaks, ""), ("down", &down, "")])).await;
         let got = post_chat(&proxy, &chat_body(true)).await;
         assert_eq!(got.streamed_text(), wire::answer_text("story", 3));
@@ -220,21 +175,15 @@ async fn no_candidate_to_continue_ends_with_an_error() {
         let error = got.error_event().expect("an error event");
         assert_eq!(error["error"]["code"], "truncated", "the code says what broke the stream");
         assert!(error["error"]["message"].as_str().unwrap_or_default().contains("resuming failed"), "{error}");
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn answers_with_tool_calls_are_not_resumed() {
-    within(HARD_LIMIT, async {
-        let breaks = story(ProviderKind::OpenAi)
-            .tool_call()
-            .fault(Fault::MidstreamClose)
-            .tokens_before_fault(2)
-            .spawn()
-            .await
-            .expect("mock");
-        let continues = story(ProviderKind::Gemini).spawn().await.expect("mock");
+#[test]
+fn answers_with_tool_calls_are_not_resumed() {
+    run(HARD_LIMIT, async {
+        let breaks =
+            story(ProviderKind::OpenAi).tool_call().fault(Fault::MidstreamClose).tokens_before_fault(2).spawned().await;
+        let continues = story(ProviderKind::Gemini).spawned().await;
         let proxy = Proxy::start(&resuming("", &[("breaks", &breaks, ""), ("continues", &continues, "")])).await;
         let got = post_chat(&proxy, &chat_body(true)).await;
         assert!(
@@ -243,20 +192,14 @@ async fn answers_with_tool_calls_are_not_resumed() {
         );
         assert!(got.error_event().is_some(), "an error event instead of a resume");
         assert!(continues.requests().is_empty(), "nobody was asked to continue");
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn usage_adds_up_across_a_resume() {
-    within(HARD_LIMIT, async {
-        let breaks = story(ProviderKind::OpenAi)
-            .fault(Fault::MidstreamClose)
-            .tokens_before_fault(4)
-            .spawn()
-            .await
-            .expect("mock");
-        let continues = story(ProviderKind::Anthropic).spawn().await.expect("mock");
+#[test]
+fn usage_adds_up_across_a_resume() {
+    run(HARD_LIMIT, async {
+        let breaks = story(ProviderKind::OpenAi).fault(Fault::MidstreamClose).tokens_before_fault(4).spawned().await;
+        let continues = story(ProviderKind::Anthropic).spawned().await;
         let proxy = Proxy::start(&resuming("", &[("breaks", &breaks, ""), ("continues", &continues, "")])).await;
         let mut body = chat_body(true);
         body["stream_options"] = serde_json::json!({ "include_usage": true });
@@ -264,6 +207,5 @@ async fn usage_adds_up_across_a_resume() {
         let usage = got.chunks().last().expect("chunks")["usage"].clone();
         assert_eq!(usage["completion_tokens"], 6, "the continuation's 6 words (the broken attempt reported none)");
         assert_eq!(usage["prompt_tokens"], 10, "the continuation's prompt");
-    })
-    .await;
+    });
 }

@@ -8,10 +8,10 @@ mod support;
 
 use std::time::Duration;
 
-use baton::mock::{MockProvider, RecordedRequest};
+use baton::mock::{MockHandle, MockProvider, RecordedRequest};
 use baton::providers::ProviderKind;
 use serde_json::{Value, json};
-use support::{Proxy, post_chat, provider_toml, within};
+use support::{ChatConfig, Proxy, Spawned, post_chat, run};
 
 const HARD_LIMIT: Duration = Duration::from_secs(20);
 const KEY: &str = "sk-test-0123456789";
@@ -37,26 +37,28 @@ fn rich_request() -> Value {
     })
 }
 
+/// A route "chat" over `provider` as "p", asking for `model` with `KEY`.
+fn keyed(provider: &MockHandle, model: &str) -> String {
+    ChatConfig::new().mock("p", provider).provider_keys(&format!("api_key = \"{KEY}\"")).model(model).toml()
+}
+
 /// Sends the rich request to a provider of `kind` that demands `KEY`, and
-/// returns what the provider received.
-async fn received_by(kind: ProviderKind) -> RecordedRequest {
-    let provider = MockProvider::new(kind).api_key(KEY).spawn().await.expect("mock");
-    let config = format!(
-        "{}\napi_key = \"{KEY}\"\n\n[[routes]]\nmodel = \"chat\"\ntargets = [{{ provider = \"p\", model = \"m-1\" }}]\n",
-        provider_toml("p", kind, &provider.base_url()).trim_end()
-    );
-    let proxy = Proxy::start(&config).await;
+/// returns what the provider received, which it received at `path`.
+async fn received_by(kind: ProviderKind, path: &str) -> RecordedRequest {
+    let provider = MockProvider::new(kind).api_key(KEY).spawned().await;
+    let proxy = Proxy::start(&keyed(&provider, "m-1")).await;
     let got = post_chat(&proxy, &rich_request()).await;
     assert_eq!(got.status, 200, "{kind}: the provider accepted the key and the request: {}", got.raw);
     assert_eq!(got.streamed_text(), provider.provider().expected_text());
-    provider.requests().pop().expect("one request")
+    let request = provider.requests().pop().expect("one request");
+    assert_eq!(request.path, path);
+    request
 }
 
-#[tokio::test]
-async fn openai_receives_chat_completions() {
-    within(HARD_LIMIT, async {
-        let request = received_by(ProviderKind::OpenAi).await;
-        assert_eq!(request.path, "/v1/chat/completions");
+#[test]
+fn openai_receives_chat_completions() {
+    run(HARD_LIMIT, async {
+        let request = received_by(ProviderKind::OpenAi, "/v1/chat/completions").await;
         assert_eq!(request.headers["authorization"], format!("Bearer {KEY}"));
         let body = request.body;
         assert_eq!(body["model"], "m-1");
@@ -71,15 +73,13 @@ async fn openai_receives_chat_completions() {
         assert_eq!(body["stop"], json!(["END"]));
         assert_eq!(body["tools"][0]["function"]["name"], "get_weather");
         assert_eq!(body["tools"][0]["type"], "function");
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn anthropic_receives_messages() {
-    within(HARD_LIMIT, async {
-        let request = received_by(ProviderKind::Anthropic).await;
-        assert_eq!(request.path, "/v1/messages");
+#[test]
+fn anthropic_receives_messages() {
+    run(HARD_LIMIT, async {
+        let request = received_by(ProviderKind::Anthropic, "/v1/messages").await;
         assert_eq!(request.headers["x-api-key"], KEY);
         assert_eq!(request.headers["anthropic-version"], "2023-06-01");
         assert!(!request.headers.contains_key("authorization"), "Anthropic takes the key in x-api-key only");
@@ -93,15 +93,13 @@ async fn anthropic_receives_messages() {
         assert_eq!(body["stop_sequences"], json!(["END"]));
         assert_eq!(body["tools"][0]["name"], "get_weather");
         assert_eq!(body["tools"][0]["input_schema"]["properties"]["city"]["type"], "string");
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn gemini_receives_stream_generate_content() {
-    within(HARD_LIMIT, async {
-        let request = received_by(ProviderKind::Gemini).await;
-        assert_eq!(request.path, "/v1beta/models/m-1:streamGenerateContent?alt=sse");
+#[test]
+fn gemini_receives_stream_generate_content() {
+    run(HARD_LIMIT, async {
+        let request = received_by(ProviderKind::Gemini, "/v1beta/models/m-1:streamGenerateContent?alt=sse").await;
         assert_eq!(request.headers["x-goog-api-key"], KEY);
         let body = request.body;
         assert_eq!(body["systemInstruction"], json!({ "parts": [{ "text": "be brief" }] }));
@@ -112,20 +110,15 @@ async fn gemini_receives_stream_generate_content() {
         assert_eq!(body["generationConfig"]["maxOutputTokens"], 77);
         assert_eq!(body["generationConfig"]["stopSequences"], json!(["END"]));
         assert_eq!(body["tools"][0]["functionDeclarations"][0]["name"], "get_weather");
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn a_rejected_key_never_reaches_the_client() {
-    within(HARD_LIMIT, async {
+#[test]
+fn a_rejected_key_never_reaches_the_client() {
+    run(HARD_LIMIT, async {
         for kind in ProviderKind::ALL {
-            let provider = MockProvider::new(kind).api_key("the-right-one").spawn().await.expect("mock");
-            let config = format!(
-                "{}\napi_key = \"{KEY}\"\n\n[[routes]]\nmodel = \"chat\"\ntargets = [{{ provider = \"p\", model = \"m\" }}]\n",
-                provider_toml("p", kind, &provider.base_url()).trim_end()
-            );
-            let proxy = Proxy::start(&config).await;
+            let provider = MockProvider::new(kind).api_key("the-right-one").spawned().await;
+            let proxy = Proxy::start(&keyed(&provider, "m")).await;
             for stream in [true, false] {
                 let mut body = rich_request();
                 body["stream"] = json!(stream);
@@ -137,6 +130,5 @@ async fn a_rejected_key_never_reaches_the_client() {
                 assert!(!headers.contains(KEY), "{kind}: the key leaked into headers");
             }
         }
-    })
-    .await;
+    });
 }

@@ -6,13 +6,11 @@
 
 mod support;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use baton::providers::ProviderKind;
-use support::raw::read_request;
-use support::{Proxy, chat_body, post_chat, provider_toml, within};
+use support::raw::{RawProvider, Step, chunked_answer, openai_end, openai_text};
+use support::{ChatConfig, Proxy, chat_body, eventually, post_chat, run};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -26,28 +24,13 @@ enum AfterAnswer {
 }
 
 /// A provider that answers every request with `events` OpenAI text chunks in
-/// one write, counting the connections it accepts.
-async fn raw_provider(events: usize, after: AfterAnswer) -> (String, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let accepted = Arc::new(AtomicUsize::new(0));
-    let counter = Arc::clone(&accepted);
-    tokio::spawn(async move {
-        while let Ok((mut socket, _)) = listener.accept().await {
-            counter.fetch_add(1, Ordering::SeqCst);
-            tokio::spawn(async move {
-                while read_request(&mut socket).await {
-                    if socket.write_all(&answer(events)).await.is_err() {
-                        return;
-                    }
-                    if let AfterAnswer::Close = after {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    (format!("http://{addr}/v1"), accepted)
+/// one write.
+async fn raw_provider(events: usize, after: AfterAnswer) -> RawProvider {
+    RawProvider::start(move |_| match after {
+        AfterAnswer::KeepAlive => vec![Step::Write(answer(events))],
+        AfterAnswer::Close => vec![Step::Write(answer(events)), Step::Close],
+    })
+    .await
 }
 
 /// A whole chunked SSE answer: `events` tokens, a finish and `[DONE]`.
@@ -71,36 +54,32 @@ fn answer(events: usize) -> Vec<u8> {
 }
 
 fn config(base_url: &str) -> String {
-    format!(
-        "{}\n[[routes]]\nmodel = \"chat\"\nfirst_token_timeout_ms = 5000\nidle_timeout_ms = 5000\ntargets = [{{ provider = \"raw\", model = \"m\" }}]\n",
-        provider_toml("raw", ProviderKind::OpenAi, base_url)
-    )
+    ChatConfig::new().deadlines(5000, 5000).provider("raw", ProviderKind::OpenAi, base_url).model("m").toml()
 }
 
 fn expected_text(events: usize) -> String {
     (0..events).map(|i| format!(" raw{i}")).collect()
 }
 
-#[tokio::test]
-async fn sequential_requests_reuse_one_upstream_connection() {
-    within(HARD_LIMIT, async {
-        let (url, accepted) = raw_provider(5, AfterAnswer::KeepAlive).await;
-        let proxy = Proxy::start(&config(&url)).await;
+#[test]
+fn sequential_requests_reuse_one_upstream_connection() {
+    run(HARD_LIMIT, async {
+        let provider = raw_provider(5, AfterAnswer::KeepAlive).await;
+        let proxy = Proxy::start(&config(&provider.base_url())).await;
         for _ in 0..3 {
             let received = post_chat(&proxy, &chat_body(true)).await;
             assert_eq!(received.status, 200, "{}", received.raw);
             assert_eq!(received.streamed_text(), expected_text(5));
         }
-        assert_eq!(accepted.load(Ordering::SeqCst), 1, "one keep-alive connection carried all three requests");
-    })
-    .await;
+        assert_eq!(provider.connections(), 1, "one keep-alive connection carried all three requests");
+    });
 }
 
-#[tokio::test]
-async fn a_connection_the_provider_closed_while_idle_is_not_reused() {
-    within(HARD_LIMIT, async {
-        let (url, accepted) = raw_provider(5, AfterAnswer::Close).await;
-        let proxy = Proxy::start(&config(&url)).await;
+#[test]
+fn a_connection_the_provider_closed_while_idle_is_not_reused() {
+    run(HARD_LIMIT, async {
+        let provider = raw_provider(5, AfterAnswer::Close).await;
+        let proxy = Proxy::start(&config(&provider.base_url())).await;
         for round in 1..=3 {
             let received = post_chat(&proxy, &chat_body(true)).await;
             assert_eq!(received.status, 200, "request {round}: {}", received.raw);
@@ -109,9 +88,8 @@ async fn a_connection_the_provider_closed_while_idle_is_not_reused() {
             // Let the close arrive before the next request takes the connection.
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        assert_eq!(accepted.load(Ordering::SeqCst), 3, "a new connection for each request");
-    })
-    .await;
+        assert_eq!(provider.connections(), 3, "a new connection for each request");
+    });
 }
 
 /// Counts the HTTP chunks of baton's streamed response and returns them with
@@ -143,25 +121,24 @@ async fn chunks_from_baton(proxy: &Proxy) -> (usize, String) {
     }
 }
 
-#[tokio::test]
-async fn events_read_in_one_go_leave_in_few_writes() {
-    within(HARD_LIMIT, async {
+#[test]
+fn events_read_in_one_go_leave_in_few_writes() {
+    run(HARD_LIMIT, async {
         let events = 60;
-        let (url, _) = raw_provider(events, AfterAnswer::KeepAlive).await;
-        let proxy = Proxy::start(&config(&url)).await;
+        let provider = raw_provider(events, AfterAnswer::KeepAlive).await;
+        let proxy = Proxy::start(&config(&provider.base_url())).await;
         let (chunks, text) = chunks_from_baton(&proxy).await;
         let tokens = text.matches(" raw").count();
         assert_eq!(tokens, events, "every token arrived: {text}");
         assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
         assert!(chunks <= 6, "{events} events that arrived together left in {chunks} HTTP chunks");
-    })
-    .await;
+    });
 }
 
 /// A TLS client's hello answered in plain HTTP, as a plain HTTP server does.
-#[tokio::test]
-async fn an_https_provider_that_does_not_speak_tls_fails_with_a_tls_error() {
-    within(HARD_LIMIT, async {
+#[test]
+fn an_https_provider_that_does_not_speak_tls_fails_with_a_tls_error() {
+    run(HARD_LIMIT, async {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
         tokio::spawn(async move {
@@ -173,19 +150,14 @@ async fn an_https_provider_that_does_not_speak_tls_fails_with_a_tls_error() {
         let received = post_chat(&proxy, &chat_body(true)).await;
         assert_eq!(received.status, 502, "{}", received.raw);
         assert!(received.raw.contains("tls"), "the attempt's error names TLS: {}", received.raw);
-    })
-    .await;
+    });
 }
 
-#[tokio::test]
-async fn idle_connections_are_closed_after_the_idle_timeout_without_more_traffic() {
-    within(HARD_LIMIT, async {
-        let provider = support::raw::RawProvider::start(|_| {
-            vec![support::raw::Step::Write(support::raw::chunked_answer(&format!(
-                "{}{}",
-                support::raw::openai_text("hi"),
-                support::raw::openai_end()
-            )))]
+#[test]
+fn idle_connections_are_closed_after_the_idle_timeout_without_more_traffic() {
+    run(HARD_LIMIT, async {
+        let provider = RawProvider::start(|_| {
+            vec![Step::Write(chunked_answer(&format!("{}{}", openai_text("hi"), openai_end())))]
         })
         .await;
         let client = baton::providers::client::Client::new(8, Duration::from_millis(200)).expect("client");
@@ -197,8 +169,7 @@ async fn idle_connections_are_closed_after_the_idle_timeout_without_more_traffic
         while futures_util::StreamExt::next(&mut body).await.is_some() {}
         drop(body);
         assert_eq!(provider.ended(), 0, "the connection is kept for the next request");
-        let closed = support::eventually(Duration::from_secs(5), || async { provider.ended() == 1 }).await;
+        let closed = eventually(Duration::from_secs(5), || async { provider.ended() == 1 }).await;
         assert!(closed, "the idle connection was closed by the reaper, with no request to notice it");
-    })
-    .await;
+    });
 }

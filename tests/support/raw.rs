@@ -63,6 +63,11 @@ impl RawProvider {
         RawProvider { url, accepted, requests, broken, ended }
     }
 
+    /// The base URL to configure it at, as an OpenAI-kind provider.
+    pub fn base_url(&self) -> String {
+        format!("{}/v1", self.url)
+    }
+
     /// Connections accepted so far.
     pub fn connections(&self) -> usize {
         self.accepted.load(Ordering::SeqCst)
@@ -138,6 +143,16 @@ pub fn openai_text(text: &str) -> String {
 /// The end of an OpenAI answer: a finish chunk and `[DONE]`.
 pub fn openai_end() -> String {
     "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n".to_owned()
+}
+
+/// A whole JSON answer with `status` (`"429 Too Many Requests"`) and the
+/// `extra_headers` lines, each ending in CRLF.
+pub fn json_answer(status: &str, extra_headers: &str, body: &str) -> Vec<u8> {
+    let length = body.len();
+    format!(
+        "HTTP/1.1 {status}\r\n{extra_headers}content-type: application/json\r\ncontent-length: {length}\r\n\r\n{body}"
+    )
+    .into_bytes()
 }
 
 /// A whole chunked (keep-alive) SSE answer with `body` as its one chunk.

@@ -1,0 +1,49 @@
+//! The real router served in-process on `127.0.0.1:0`.
+
+use std::net::SocketAddr;
+
+use baton::AppState;
+use baton::config;
+use baton::core::Engine;
+
+/// A running proxy; dropping it stops serving.
+pub struct Proxy {
+    pub addr: SocketAddr,
+    /// The proxy's engine, to look at provider health.
+    pub engine: Engine,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Proxy {
+    /// Starts a proxy on `127.0.0.1:0` from config text.
+    pub async fn start(config_text: &str) -> Proxy {
+        let config = config::parse(config_text, "test.toml", &|_| None).expect("test config is valid");
+        Self::serve(AppState::new(config).expect("state")).await
+    }
+
+    /// Starts a proxy from a config file it can reload.
+    pub async fn start_from_file(path: &std::path::Path) -> Proxy {
+        let config = config::load(path).expect("test config is valid");
+        Self::serve(AppState::new(config).expect("state").with_config_path(path.to_owned())).await
+    }
+
+    async fn serve(state: AppState) -> Proxy {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
+        let addr = listener.local_addr().expect("proxy addr");
+        let engine = state.engine().clone();
+        let task = tokio::spawn(async move {
+            let _ = baton::serve(listener, state).await;
+        });
+        Proxy { addr, engine, task }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+}
