@@ -79,5 +79,8 @@ targets = [
         "    -d '{{\"model\": \"chat\", \"stream\": true, \"messages\": [{{\"role\": \"user\", \"content\": \"hello\"}}]}}'"
     );
     println!();
+    println!("Open http://{listen}/ for the playground and the live status of both providers and the route.");
+    println!("Each failover is explained in the log below: an \"attempt\" line per try, with its failure_class.");
+    println!();
     crate::serve_on(listener, config, None).await
 }

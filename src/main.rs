@@ -52,15 +52,55 @@ enum Command {
     },
     /// Run one fault-injecting simulated provider.
     Mock(MockArgs),
-    /// Validate a config and print its routes.
+    /// Validate a config and print its routes, with every mistake and warning at once.
     Check {
         /// The config file.
         #[arg(long, default_value = "baton.toml")]
         config: PathBuf,
     },
+    /// Write a commented starter config: three provider kinds, one route with fallbacks.
+    Init {
+        /// Where to write it.
+        #[arg(long, default_value = "baton.toml")]
+        out: PathBuf,
+        /// Replace the file if it exists.
+        #[arg(long)]
+        force: bool,
+    },
 }
 
+/// The starter config `baton init` writes.
+const STARTER: &str = include_str!("starter.toml");
+
+/// What every fault class does, for `baton mock --help`.
+const FAULT_HELP: &str = "Fault classes (--fault):
+  refuse                 close the connection at once, without an answer
+  http_5xx               answer 503 with a JSON error body
+  http_429               answer 429 with Retry-After
+  stall_headers          accept the request and never answer
+  stall_first_token      send 200 and SSE headers, then nothing
+  role_then_stall        send the pre-token events (role chunk, message_start, ping), then nothing
+  close_before_token     send 200 and SSE headers, then close
+  malformed              send an event no decoder can read
+  error_event            send the provider's error event before any token
+  slow_first_token       answer correctly, but late (after 5 s)
+  midstream_stall        send a few tokens, then nothing
+  midstream_close        send a few tokens, then end the body without the end marker
+  midstream_malformed    send a few tokens, then an undecodable event
+  midstream_error_event  send a few tokens, then the provider's error event
+  not_sse                answer 200 with a JSON body instead of an event stream
+  bad_request            answer 400: the request itself is wrong
+  context_length         answer 400 in the provider's words for a prompt over its context window
+  data_flood             write `data: ` and no newline, at full speed
+  huge_line              write one 4 MiB line
+  wrong_types            send JSON of the provider's shape with the wrong types
+  overflow_usage         report usage counts of 2^64-1
+  retry_after_overflow   answer 429 with Retry-After: 18446744073709551615
+  stray_response         write a second whole response 20 ms after a complete one
+  trailing_response      write a second whole response in the same write as the first";
+
 #[derive(clap::Args)]
+#[command(after_help = FAULT_HELP)]
 struct MockArgs {
     /// The wire format: openai, anthropic or gemini.
     #[arg(long, default_value = "openai", value_parser = parse_kind)]
@@ -124,6 +164,7 @@ async fn main() -> ExitCode {
         Command::Demo { listen } => demo::run(listen).await,
         Command::Mock(args) => mock(args).await,
         Command::Check { config } => check(&config),
+        Command::Init { out, force } => init(&out, force),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -137,7 +178,10 @@ async fn main() -> ExitCode {
 type AnyError = Box<dyn std::error::Error>;
 
 async fn serve(path: &std::path::Path, listen: Option<SocketAddr>) -> Result<(), AnyError> {
-    let mut config = config::load(path)?;
+    let (mut config, warnings) = config::load_with_warnings(path)?;
+    for warning in &warnings {
+        tracing::warn!(warning = %warning, "config");
+    }
     if let Some(listen) = listen {
         config.listen = listen;
     }
@@ -234,7 +278,10 @@ async fn mock(args: MockArgs) -> Result<(), AnyError> {
 
 #[expect(clippy::print_stdout, reason = "check prints its report")]
 fn check(path: &std::path::Path) -> Result<(), AnyError> {
-    let config = config::load(path)?;
+    let (config, warnings) = config::load_with_warnings(path)?;
+    for warning in &warnings {
+        println!("warning: {warning}");
+    }
     println!("{}: ok, listening on {}", path.display(), config.listen);
     for route in &config.routes {
         println!("route {:?} (idle {} ms)", route.model, route.idle_timeout.as_millis());
@@ -252,5 +299,22 @@ fn check(path: &std::path::Path) -> Result<(), AnyError> {
             );
         }
     }
+    Ok(())
+}
+
+#[expect(clippy::print_stdout, reason = "init says what it wrote and what is next")]
+fn init(out: &std::path::Path, force: bool) -> Result<(), AnyError> {
+    if out.exists() && !force {
+        return Err(format!("{} exists; pass --force to replace it", out.display()).into());
+    }
+    std::fs::write(out, STARTER).map_err(|err| format!("cannot write {}: {err}", out.display()))?;
+    println!(
+        "wrote {}: three providers (OpenAI, Anthropic, Gemini) and route \"chat\" trying them in order.",
+        out.display()
+    );
+    println!(
+        "Set OPENAI_API_KEY, ANTHROPIC_API_KEY and GEMINI_API_KEY (or remove the providers you do not use), then:"
+    );
+    println!("  baton check --config {0}\n  baton serve --config {0}", out.display());
     Ok(())
 }

@@ -131,3 +131,41 @@ fn demo_answers_every_request_and_fails_over() {
         assert!(providers.iter().any(|p| p == "flaky-anthropic"), "the primary answered when healthy: {providers:?}");
     });
 }
+
+#[test]
+fn init_writes_a_starter_that_check_accepts_once_its_keys_are_set() {
+    let dir = std::env::temp_dir().join(format!("baton-test-{}-init", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("baton.toml");
+    let _ = std::fs::remove_file(&path);
+    let out = Baton::once(&["init", "--out"]).arg(&path).output().expect("runs");
+    assert!(out.status.success(), "init succeeds: {}", String::from_utf8_lossy(&out.stderr));
+    let again = Baton::once(&["init", "--out"]).arg(&path).output().expect("runs");
+    assert!(!again.status.success(), "init does not overwrite without --force");
+    let unset = Baton::once(&["check", "--config"]).arg(&path).output().expect("runs");
+    assert!(!unset.status.success(), "the keys are still unset");
+    let check = Baton::once(&["check", "--config"])
+        .arg(&path)
+        .env("OPENAI_API_KEY", "sk-1")
+        .env("ANTHROPIC_API_KEY", "sk-2")
+        .env("GEMINI_API_KEY", "sk-3")
+        .output()
+        .expect("runs");
+    let stdout = String::from_utf8_lossy(&check.stdout);
+    assert!(check.status.success(), "the starter is valid: {stdout} {}", String::from_utf8_lossy(&check.stderr));
+    assert!(stdout.contains("route \"chat\""), "{stdout}");
+    assert!(!stdout.contains("warning"), "and has nothing to warn about: {stdout}");
+}
+
+#[test]
+fn mock_help_lists_every_fault_class() {
+    let out = Baton::once(&["mock", "--help"]).output().expect("runs");
+    let help = String::from_utf8_lossy(&out.stdout);
+    for fault in baton::mock::Fault::ALL {
+        assert!(
+            help.lines().any(|line| line.trim_start().starts_with(fault.name())),
+            "{} missing in:\n{help}",
+            fault.name()
+        );
+    }
+}

@@ -174,3 +174,62 @@ fn defaults_fill_what_is_left_out() {
     assert_eq!(config.routes[0].idle_timeout, Duration::from_secs(30));
     assert!(config.providers[0].api_key.is_none());
 }
+
+fn checked(text: &str, vars: &[(&str, &str)]) -> Result<(baton::config::Config, Vec<String>), ConfigError> {
+    let vars: Vec<(String, String)> = vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+    baton::config::parse_with_warnings(text, "t.toml", &move |name| {
+        vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+    })
+}
+
+#[test]
+fn a_variable_may_carry_a_default_and_listen_may_name_a_host() {
+    let text = "listen = \"localhost:${PORT:-8181}\"\n\n[[providers]]\nname = \"o\"\nkind = \"openai\"\nbase_url = \"${BASE:-http://127.0.0.1:9/v1}\"\n\n[[routes]]\nmodel = \"chat\"\ntargets = [{ provider = \"o\", model = \"m\" }, { provider = \"o\", model = \"n\" }]\n";
+    let (config, _) = checked(text, &[("PORT", "")]).expect("defaults fill unset and empty variables");
+    assert_eq!(config.listen.port(), 8181);
+    assert!(config.listen.ip().is_loopback(), "localhost resolves to a loopback address");
+    assert_eq!(config.providers[0].base_url, "http://127.0.0.1:9/v1");
+    let (config, _) = checked(text, &[("BASE", "http://10.1.1.1/v1")]).expect("a set variable wins");
+    assert_eq!(config.providers[0].base_url, "http://10.1.1.1/v1");
+}
+
+#[test]
+fn every_mistake_is_reported_at_once_each_with_its_line_and_key() {
+    let text = "[[providers]]\nname = \"a\"\nkind = \"openai\"\nbase_url = \"http://a/v1\"\napi_key = \"${A_KEY}\"\n\n\
+                [[providers]]\nname = \"b\"\nkind = \"anthropic\"\nbase_url = \"http://b\"\napi_key = \"${B_KEY}\"\n\n\
+                [[providers]]\nname = \"c\"\nkind = \"gemini\"\nbase_url = \"http://c\"\napi_key = \"${C_KEY}\"\n\n\
+                [[routes]]\nmodel = \"chat\"\nfirst_token_timeout_ms = 0\ntargets = [{ provider = \"a\", model = \"m\" }]\n";
+    let err = checked(text, &[]).expect_err("three missing variables and a zero deadline");
+    let report = err.to_string();
+    for expected in [
+        "t.toml:5: providers[0].api_key: environment variable A_KEY is not set",
+        "t.toml:11: providers[1].api_key: environment variable B_KEY is not set",
+        "t.toml:17: providers[2].api_key: environment variable C_KEY is not set",
+        "t.toml:21: routes[0].first_token_timeout_ms: must be at least 1 ms",
+    ] {
+        assert!(report.contains(expected), "expected {expected:?} in:\n{report}");
+    }
+    assert_eq!(report.lines().count(), 4, "one line each, no echo of a broken provider through its routes:\n{report}");
+}
+
+#[test]
+fn an_empty_config_is_an_error() {
+    let err = checked("", &[]).expect_err("nothing to serve");
+    assert!(err.to_string().contains("t.toml:1: routes: the config has no [[routes]]"), "{err}");
+}
+
+#[test]
+fn likely_mistakes_are_warned_about_without_failing() {
+    let text = "[[providers]]\nname = \"o\"\nkind = \"openai\"\nbase_url = \"https://api.openai.com\"\n\n\
+                [[routes]]\nmodel = \"chat\"\nfirst_token_timeout_ms = 3000\ntargets = [{ provider = \"o\", model = \"o3-mini\" }]\n";
+    let (_, warnings) = checked(text, &[]).expect("valid");
+    let all = warnings.join("\n");
+    assert!(
+        all.contains("t.toml:4: providers[0].base_url: \"https://api.openai.com\" has no version segment"),
+        "{all}"
+    );
+    assert!(all.contains("t.toml:9: routes[0].targets: every target uses provider \"o\""), "{all}");
+    assert!(all.contains("routes[0].targets[0].first_token_timeout_ms: 3000 ms is short for \"o3-mini\""), "{all}");
+    let (_, none) = checked(GOOD, &[("GEMINI_API_KEY", "k"), ("OPENAI_API_KEY", "k")]).expect("valid");
+    assert!(none.is_empty(), "a good config has nothing to warn about: {none:?}");
+}

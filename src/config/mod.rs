@@ -4,7 +4,9 @@
 
 mod raw;
 mod secret;
+mod top;
 mod validate;
+mod warnings;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -219,6 +221,9 @@ pub enum ConfigError {
         /// What is wrong with it.
         message: String,
     },
+    /// Several mistakes, each with its place, reported together.
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
+    Many(Vec<ConfigError>),
 }
 
 /// Reads and validates the config at `path`, resolving `${VAR}` from the process environment.
@@ -230,6 +235,24 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
 
 /// Validates config `text`; `label` names it in errors and `env` resolves `${VAR}`.
 pub fn parse(text: &str, label: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+    parse_with_warnings(text, label, env).map(|(config, _)| config)
+}
+
+/// [`load`], with the likely mistakes a valid config still has.
+pub fn load_with_warnings(path: &Path) -> Result<(Config, Vec<String>), ConfigError> {
+    let label = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: label.clone(), source })?;
+    parse_with_warnings(&text, &label, &|name| std::env::var(name).ok())
+}
+
+/// [`parse`], with the likely mistakes a valid config still has: an
+/// OpenAI-kind `base_url` without a version segment, a route whose targets
+/// all use one provider, a thinking model with a short first-token deadline.
+pub fn parse_with_warnings(
+    text: &str,
+    label: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(Config, Vec<String>), ConfigError> {
     let check = Checker { text, label, env };
     let raw: RawConfig = toml::from_str(text).map_err(|err| {
         let line = err.span().map_or(1, |span| check.line(span.start));
@@ -240,7 +263,8 @@ pub fn parse(text: &str, label: &str, env: &dyn Fn(&str) -> Option<String>) -> R
             message: err.message().trim().to_owned(),
         }
     })?;
-    check.config(raw)
+    let warnings = warnings::warnings(&check, &raw);
+    check.config(raw).map(|config| (config, warnings))
 }
 
 /// The key a parse error points at: the text of its span when that is a bare

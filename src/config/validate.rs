@@ -7,7 +7,11 @@ use std::time::Duration;
 use toml::Spanned;
 
 use super::raw::{RawBreaker, RawConfig, RawHedge, RawProvider, RawRoute};
+use super::top::{Top, resolve};
 use super::*;
+
+/// How a target naming no provider is reported.
+const NO_SUCH_PROVIDER: &str = "no provider is named";
 
 pub(super) struct Checker<'a> {
     pub text: &'a str,
@@ -29,7 +33,14 @@ impl Checker<'_> {
         }
     }
 
-    /// Replaces every `${VAR}` with the variable's value.
+    /// [`Checker::expand`], or nothing when a variable is missing (that is
+    /// an error reported elsewhere).
+    pub fn expand_quietly(&self, value: &Spanned<String>) -> Option<String> {
+        self.expand(value, "").ok()
+    }
+
+    /// Replaces every `${VAR}` with the variable's value, and `${VAR:-default}`
+    /// with it or, when it is unset or empty, with `default`.
     fn expand(&self, value: &Spanned<String>, key: &str) -> Result<String, ConfigError> {
         let mut out = String::new();
         let mut rest = value.get_ref().as_str();
@@ -37,8 +48,13 @@ impl Checker<'_> {
             out.push_str(&rest[..start]);
             let after = &rest[start + 2..];
             let end = after.find('}').ok_or_else(|| self.error(value, key.to_owned(), "unclosed `${` in value"))?;
-            let name = &after[..end];
+            let (name, default) = match after[..end].split_once(":-") {
+                Some((name, default)) => (name, Some(default)),
+                None => (&after[..end], None),
+            };
             let resolved = (self.env)(name)
+                .filter(|value| default.is_none() || !value.is_empty())
+                .or_else(|| default.map(str::to_owned))
                 .ok_or_else(|| self.error(value, key.to_owned(), format!("environment variable {name} is not set")))?;
             out.push_str(&resolved);
             rest = &after[end + 1..];
@@ -47,13 +63,72 @@ impl Checker<'_> {
         Ok(out)
     }
 
+    /// Validates everything, reporting every provider's and route's first
+    /// mistake at once rather than one per run.
     pub fn config(&self, raw: RawConfig) -> Result<Config, ConfigError> {
+        let mut errors = Vec::new();
+        let top = self.top(&raw).map_err(|err| errors.push(err)).ok();
+        let limits = top.as_ref().map_or_else(UpstreamLimits::default, |top| top.limits);
+        let mut providers: Vec<Arc<Provider>> = Vec::new();
+        let mut provider_failed = false;
+        for (i, raw_provider) in raw.providers.iter().enumerate() {
+            match self.provider(raw_provider.get_ref(), i) {
+                Ok(provider) if providers.iter().any(|p| p.name == provider.name) => {
+                    let name = &raw_provider.get_ref().name;
+                    let message = format!("duplicate provider name {:?}", provider.name);
+                    errors.push(self.error(name, format!("providers[{i}].name"), message));
+                    provider_failed = true;
+                }
+                Ok(provider) => providers.push(Arc::new(provider)),
+                Err(err) => {
+                    errors.push(err);
+                    provider_failed = true;
+                }
+            }
+        }
+        let by_name: HashMap<&str, &Arc<Provider>> = providers.iter().map(|p| (p.name.as_str(), p)).collect();
+        let mut routes: Vec<Arc<Route>> = Vec::new();
+        for (i, raw_route) in raw.routes.iter().enumerate() {
+            match self.route(raw_route.get_ref(), i, &by_name, limits) {
+                Ok(route) if routes.iter().any(|r| r.model == route.model) => {
+                    let model = &raw_route.get_ref().model;
+                    errors.push(self.error(
+                        model,
+                        format!("routes[{i}].model"),
+                        format!("duplicate route {:?}", route.model),
+                    ));
+                }
+                Ok(route) => routes.push(Arc::new(route)),
+                // A target naming a provider that is itself wrong (or misnamed) says nothing new.
+                Err(ConfigError::Invalid { message, .. })
+                    if provider_failed && message.starts_with(NO_SUCH_PROVIDER) => {}
+                Err(err) => errors.push(err),
+            }
+        }
+        if raw.routes.is_empty() && errors.is_empty() {
+            errors.push(ConfigError::Invalid {
+                path: self.label.to_owned(),
+                line: 1,
+                key: "routes".to_owned(),
+                message: "the config has no [[routes]]: baton would have nothing to serve".to_owned(),
+            });
+        }
+        match (top, errors.len()) {
+            (Some(top), 0) => Ok(top.into_config(providers, routes)),
+            (_, 1) => Err(errors.remove(0)),
+            _ => Err(ConfigError::Many(errors)),
+        }
+    }
+
+    /// The top-level keys.
+    fn top(&self, raw: &RawConfig) -> Result<Top, ConfigError> {
         let listen = match &raw.listen {
             Some(value) => {
                 let text = self.expand(value, "listen")?;
-                text.parse().map_err(|_| {
+                resolve(&text).ok_or_else(|| {
                     let written = value.get_ref();
-                    self.error(value, "listen".into(), format!("{written:?} is not an address like 127.0.0.1:8080"))
+                    let message = format!("{written:?} is not an address like 127.0.0.1:8080 or localhost:8080");
+                    self.error(value, "listen".into(), message)
                 })?
             }
             None => DEFAULT_LISTEN,
@@ -92,34 +167,7 @@ impl Checker<'_> {
             )?,
             max_cooldown: self.millis(raw.max_cooldown_ms.as_ref(), "max_cooldown_ms", defaults.max_cooldown)?,
         };
-        let mut providers: Vec<Arc<Provider>> = Vec::new();
-        for (i, raw_provider) in raw.providers.iter().enumerate() {
-            let provider = self.provider(raw_provider.get_ref(), i)?;
-            if providers.iter().any(|p| p.name == provider.name) {
-                let name = &raw_provider.get_ref().name;
-                return Err(self.error(
-                    name,
-                    format!("providers[{i}].name"),
-                    format!("duplicate provider name {:?}", provider.name),
-                ));
-            }
-            providers.push(Arc::new(provider));
-        }
-        let by_name: HashMap<&str, &Arc<Provider>> = providers.iter().map(|p| (p.name.as_str(), p)).collect();
-        let mut routes: Vec<Arc<Route>> = Vec::new();
-        for (i, raw_route) in raw.routes.iter().enumerate() {
-            let route = self.route(raw_route.get_ref(), i, &by_name, limits)?;
-            if routes.iter().any(|r| r.model == route.model) {
-                let model = &raw_route.get_ref().model;
-                return Err(self.error(
-                    model,
-                    format!("routes[{i}].model"),
-                    format!("duplicate route {:?}", route.model),
-                ));
-            }
-            routes.push(Arc::new(route));
-        }
-        Ok(Config {
+        Ok(Top {
             listen,
             max_body_bytes,
             admin_token,
@@ -127,8 +175,7 @@ impl Checker<'_> {
             max_connections,
             body_read_timeout,
             client_stall_timeout,
-            providers,
-            routes,
+            limits,
         })
     }
 
@@ -274,7 +321,7 @@ impl Checker<'_> {
             let name = target.provider.get_ref();
             let target_key = |field: &str| key(&format!("targets[{j}].{field}"));
             let provider = providers.get(name.as_str()).ok_or_else(|| {
-                self.error(&target.provider, target_key("provider"), format!("no provider is named {name:?}"))
+                self.error(&target.provider, target_key("provider"), format!("{NO_SUCH_PROVIDER} {name:?}"))
             })?;
             targets.push(Target {
                 provider: Arc::clone(provider),

@@ -1,0 +1,71 @@
+//! Likely mistakes that are still a valid config: `baton check` prints them
+//! and `baton serve` logs them, each with its key path and line, and neither
+//! refuses to go on.
+
+use super::DEFAULT_FIRST_TOKEN_TIMEOUT;
+use super::raw::{RawConfig, RawProvider};
+use super::validate::Checker;
+
+/// Models that think before their first token, often for tens of seconds.
+const THINKING: [&str; 8] = ["o1", "o3", "o4", "gpt-5", "thinking", "reason", "-r1", "2.5-pro"];
+
+/// The first-token deadline under which a thinking model is likely cut off.
+const THINKING_DEADLINE_MS: u64 = 20_000;
+
+/// Every warning for `raw`, in file order.
+pub(super) fn warnings(check: &Checker<'_>, raw: &RawConfig) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, provider) in raw.providers.iter().enumerate() {
+        out.extend(base_url(check, provider.get_ref(), i));
+    }
+    for (i, route) in raw.routes.iter().enumerate() {
+        let route = route.get_ref();
+        let at = |offset: usize| format!("{}:{}", check.label, check.line(offset));
+        let targets = route.targets.get_ref();
+        if let Some(first) = targets.first().map(|t| t.get_ref().provider.get_ref())
+            && targets.iter().all(|t| t.get_ref().provider.get_ref() == first)
+        {
+            out.push(format!(
+                "{}: routes[{i}].targets: every target uses provider {first:?}, so its outage is this route's too; add a target on another provider",
+                at(route.targets.span().start)
+            ));
+        }
+        let route_deadline = route.first_token_timeout_ms.as_ref().map(|ms| *ms.get_ref());
+        for (j, target) in targets.iter().enumerate() {
+            let target = target.get_ref();
+            let model = target.model.get_ref().to_ascii_lowercase();
+            let deadline = target.first_token_timeout_ms.as_ref().map(|ms| *ms.get_ref()).or(route_deadline);
+            let deadline =
+                deadline.unwrap_or(u64::try_from(DEFAULT_FIRST_TOKEN_TIMEOUT.as_millis()).unwrap_or(u64::MAX));
+            if THINKING.iter().any(|word| model.contains(word)) && deadline < THINKING_DEADLINE_MS {
+                out.push(format!(
+                    "{}: routes[{i}].targets[{j}].first_token_timeout_ms: {deadline} ms is short for {:?}, a model that thinks before it answers (often 20 s or more); set reasoning models a longer first_token_timeout_ms",
+                    at(target.model.span().start),
+                    target.model.get_ref()
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// An OpenAI-kind `base_url` without a version segment: requests go to
+/// `{base_url}/chat/completions`, so `https://api.openai.com` (no `/v1`) 404s.
+fn base_url(check: &Checker<'_>, provider: &RawProvider, i: usize) -> Option<String> {
+    if provider.kind.get_ref() != "openai" {
+        return None;
+    }
+    let url = check.expand_quietly(&provider.base_url)?;
+    let path = url.parse::<http::Uri>().ok()?.path().to_owned();
+    let versioned = path
+        .split('/')
+        .any(|segment| segment.strip_prefix('v').is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit())));
+    (!versioned).then(|| {
+        format!(
+            "{}:{}: providers[{i}].base_url: {:?} has no version segment such as /v1; OpenAI-compatible servers answer at {{base_url}}/chat/completions, usually under /v1",
+            check.label,
+            check.line(provider.base_url.span().start),
+            provider.base_url.get_ref()
+        )
+    })
+}
