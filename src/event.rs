@@ -165,6 +165,23 @@ pub struct ChatRequest {
     pub tools: Vec<Tool>,
 }
 
+/// Output reserved against a token quota when the request sets no limit.
+pub const DEFAULT_OUTPUT_RESERVE: u64 = 1024;
+
+impl ChatRequest {
+    /// Tokens this request may cost, for quotas before it is sent: its
+    /// input estimated at four characters a token (one rule for every
+    /// provider's tokenizer, within tens of percent for English; the
+    /// reservation is settled to the usage the provider reports), plus its
+    /// output limit, or [`DEFAULT_OUTPUT_RESERVE`].
+    pub fn estimated_tokens(&self) -> u64 {
+        let chars: usize = self.messages.iter().map(|m| m.content.len()).sum::<usize>()
+            + self.tools.iter().map(|t| t.name.len() + t.parameters.to_string().len()).sum::<usize>();
+        let input = u64::try_from(chars.div_ceil(4)).unwrap_or(u64::MAX);
+        input.saturating_add(self.max_tokens.map_or(DEFAULT_OUTPUT_RESERVE, u64::from))
+    }
+}
+
 /// Who answered a request, and after how many attempts: what the response
 /// headers, the request record and resume need to know of the winner.
 #[derive(Debug, Clone)]

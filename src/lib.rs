@@ -1,6 +1,7 @@
 //! baton: a streaming-first SSE proxy for LLM APIs that fails over to the next
 //! provider before the first token, so a provider's outage is not the client's.
 
+pub mod access;
 pub mod admission;
 pub mod config;
 pub mod core;

@@ -185,6 +185,9 @@ async fn serve(path: &std::path::Path, listen: Option<SocketAddr>) -> Result<(),
     if let Some(listen) = listen {
         config.listen = listen;
     }
+    if let Some(why) = config.access.open_relay(config.listen) {
+        return Err(why.into());
+    }
     let listener = bind(config.listen)?;
     serve_on(listener, config, Some(path.to_owned())).await
 }

@@ -233,3 +233,39 @@ fn likely_mistakes_are_warned_about_without_failing() {
     let (_, none) = checked(GOOD, &[("GEMINI_API_KEY", "k"), ("OPENAI_API_KEY", "k")]).expect("valid");
     assert!(none.is_empty(), "a good config has nothing to warn about: {none:?}");
 }
+
+const ONE_ROUTE: &str = "[[providers]]\nname = \"o\"\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n\n[[routes]]\nmodel = \"chat\"\ntargets = [{ provider = \"o\", model = \"m\" }]\n\n[[routes]]\nmodel = \"cheap\"\ntargets = [{ provider = \"o\", model = \"n\" }]\n";
+
+#[test]
+fn client_keys_come_from_the_environment_or_as_hashes_and_name_their_routes() {
+    let hash = "2b0e2d5e7f3ad9d6b2c3c53e3e7b5e6d09e4b8f5c51c8f7e2f1b8a9c6d5e4f3a";
+    let text = format!(
+        "[[keys]]\nname = \"web\"\nkey = \"${{WEB_KEY}}\"\n\n[[keys]]\nname = \"batch\"\nkey_sha256 = \"{hash}\"\nroutes = [\"cheap\"]\n\n{ONE_ROUTE}"
+    );
+    let (config, _) = checked(&text, &[("WEB_KEY", "sk-web-0123456789abcdef")]).expect("valid keys");
+    let keys = config.access.keys.keys();
+    assert_eq!(keys.len(), 2);
+    assert_eq!(keys[0].sha256, baton::access::ClientKey::hash("sk-web-0123456789abcdef"));
+    assert_eq!(keys[1].routes.as_deref(), Some(&["cheap".to_owned()][..]));
+    let bad = format!(
+        "[[keys]]\nname = \"x\"\nkey = \"short\"\nroutes = [\"nope\"]\n\n[[keys]]\nname = \"y\"\n\n{ONE_ROUTE}"
+    );
+    let report = checked(&bad, &[]).expect_err("two bad keys").to_string();
+    assert!(report.contains("t.toml:3: keys[0].key: must be at least 16 characters"), "{report}");
+    assert!(report.contains("keys[1]: needs exactly one of `key` and `key_sha256`"), "{report}");
+}
+
+#[test]
+fn a_non_loopback_address_without_keys_is_refused_unless_asked_for() {
+    let open = format!("listen = \"0.0.0.0:8080\"\n{ONE_ROUTE}");
+    let report = checked(&open, &[]).expect_err("an open relay").to_string();
+    assert!(
+        report.contains("t.toml:1: listen: 0.0.0.0:8080 is not a loopback address and no [[keys]] are configured"),
+        "{report}"
+    );
+    let asked = format!("listen = \"0.0.0.0:8080\"\nallow_unauthenticated = true\n{ONE_ROUTE}");
+    assert!(checked(&asked, &[]).is_ok(), "allow_unauthenticated = true serves it");
+    let keyed =
+        format!("listen = \"0.0.0.0:8080\"\n[[keys]]\nname = \"k\"\nkey = \"sk-0123456789abcdef\"\n\n{ONE_ROUTE}");
+    assert!(checked(&keyed, &[]).is_ok(), "with keys it is no open relay");
+}

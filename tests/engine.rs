@@ -238,7 +238,7 @@ struct Recording(Arc<Recorder>);
 
 impl Policy for Recording {
     fn admit(&self, candidate: &Candidate<'_>) -> Result<Option<Box<dyn Ticket>>, Skip> {
-        Ok(Some(Box::new(Recorded(Arc::clone(&self.0), candidate.provider.to_owned()))))
+        Ok(Some(Box::new(Recorded(Arc::clone(&self.0), candidate.provider.name.clone()))))
     }
 }
 
@@ -267,4 +267,49 @@ async fn every_admitted_attempt_is_settled_once_with_its_outcome_and_usage() {
         ],
         "a failed, b lost the hedge, c answered with its usage: each settled once"
     );
+}
+
+fn quota_config(quota: &str) -> Config {
+    let text = format!(
+        "[[providers]]\nname = \"a\"\nkind = \"openai\"\nbase_url = \"http://a.invalid/v1\"\n{quota}\n\n\
+         [[providers]]\nname = \"b\"\nkind = \"openai\"\nbase_url = \"http://b.invalid/v1\"\n\n\
+         [[routes]]\nmodel = \"chat\"\ntargets = [{{ provider = \"a\", model = \"a\" }}, {{ provider = \"b\", model = \"b\" }}]\n"
+    );
+    config::parse(&text, "engine.toml", &|_| None).expect("config")
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_provider_over_its_request_quota_is_skipped_until_it_has_room() {
+    let config = quota_config("rpm = 2");
+    let scripted = Scripted::new();
+    scripted.then("a", healthy("a")).then("b", healthy("b"));
+    let engine = engine(&config, &scripted);
+    let mut winners = Vec::new();
+    for _ in 0..3 {
+        winners.push(stream(&engine, &config).await.expect("answered").0.winner.provider.to_string());
+    }
+    assert_eq!(winners, ["a", "a", "b"], "a burst of two, then a is over its quota");
+    tokio::time::advance(Duration::from_secs(30)).await;
+    let (committed, _) = stream(&engine, &config).await.expect("answered");
+    assert_eq!(&*committed.winner.provider, "a", "one request's room comes back every 30 s");
+}
+
+#[tokio::test(start_paused = true)]
+async fn token_reservations_are_settled_to_the_reported_usage() {
+    // Each request reserves its estimate (a few input tokens + 1,024 for output).
+    let config = quota_config("tpm = 1500");
+    let small = Usage { input_tokens: Some(5), output_tokens: Some(3) };
+    let scripted = Scripted::new();
+    scripted.then("a", Script::answer().text("a").event(Event::Usage(small)).finish()).then("b", healthy("b"));
+    let engine = engine(&config, &scripted);
+    for i in 0..5 {
+        let (committed, _) = stream(&engine, &config).await.expect("answered");
+        assert_eq!(&*committed.winner.provider, "a", "request {i}: 8 tokens used each, the reservation given back");
+    }
+    let unreported = Scripted::new();
+    unreported.then("a", healthy("a")).then("b", healthy("b"));
+    let engine = self::engine(&config, &unreported);
+    let first = stream(&engine, &config).await.expect("answered").0.winner.provider.to_string();
+    let second = stream(&engine, &config).await.expect("answered").0.winner.provider.to_string();
+    assert_eq!([first, second], ["a", "b"], "without a usage report the reservation stands");
 }

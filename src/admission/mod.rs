@@ -7,6 +7,8 @@
 
 mod breaker;
 mod cooldown;
+pub mod gcra;
+mod quota;
 
 use std::time::Duration;
 
@@ -14,15 +16,19 @@ use tokio::time::Instant;
 
 pub use breaker::BreakerPolicy;
 pub use cooldown::CooldownPolicy;
+pub use quota::QuotaPolicy;
 
+use crate::config::Provider;
 use crate::event::Usage;
 use crate::providers::Class;
 use crate::resilience::ProviderHealth;
 
 /// One candidate asking to be tried.
 pub struct Candidate<'a> {
-    /// The provider's configured name.
-    pub provider: &'a str,
+    /// The provider as configured.
+    pub provider: &'a Provider,
+    /// What the request may cost in tokens (its estimate), for token quotas.
+    pub tokens: u64,
     /// Its shared health: breaker, cooldown, latency.
     pub health: &'a ProviderHealth,
     /// The route has no other candidate left: policies about the provider's
@@ -38,6 +44,8 @@ pub enum SkipReason {
     BreakerOpen,
     /// It asked, with `Retry-After`, for no requests for this much longer.
     CoolingDown(Duration),
+    /// Its quota (requests or tokens per minute) has no room for this much longer.
+    OverQuota(Duration),
 }
 
 /// A candidate passed over, and when it is due back.
@@ -84,9 +92,12 @@ pub struct Admission {
 }
 
 impl Default for Admission {
-    /// The cooldown a provider asked for, then its breaker.
+    /// The cooldown a provider asked for, its quota, then its breaker (last,
+    /// so a probe is never taken for a request another policy turns away).
     fn default() -> Self {
-        Admission { policies: vec![Box::new(CooldownPolicy), Box::new(BreakerPolicy)] }
+        Admission {
+            policies: vec![Box::new(CooldownPolicy), Box::new(QuotaPolicy::default()), Box::new(BreakerPolicy)],
+        }
     }
 }
 

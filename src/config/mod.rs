@@ -2,6 +2,7 @@
 //! rest of baton uses. Loading goes through [`raw`] first, so every mistake is
 //! reported with its file, line and key before anything starts.
 
+mod keys;
 mod raw;
 mod secret;
 mod top;
@@ -71,10 +72,38 @@ pub struct Config {
     /// How long an answer may wait for a client that stopped reading before
     /// the client's connection, and the provider's, are dropped.
     pub client_stall_timeout: Duration,
+    /// Who may call.
+    pub access: Access,
     /// The providers, in file order.
     pub providers: Vec<Arc<Provider>>,
     /// The routes, in file order; shared with the streams that use them.
     pub routes: Vec<Arc<Route>>,
+}
+
+/// Who may call, and from where.
+#[derive(Debug, Clone, Default)]
+pub struct Access {
+    /// With any, every `/v1` request needs one of them.
+    pub keys: crate::access::ClientKeys,
+    /// Serve a non-loopback address without keys (anyone who reaches it
+    /// spends the providers' keys).
+    pub allow_unauthenticated: bool,
+    /// When not empty, the only `Host` names served (against DNS rebinding).
+    pub allowed_hosts: Vec<String>,
+}
+
+impl Access {
+    /// Why serving `listen` with these settings would make baton an open
+    /// relay, if it would: a non-loopback address with no keys, unless that
+    /// is asked for.
+    pub fn open_relay(&self, listen: SocketAddr) -> Option<String> {
+        let open = !listen.ip().is_loopback() && !self.keys.required() && !self.allow_unauthenticated;
+        open.then(|| {
+            format!(
+                "{listen} is not a loopback address and no [[keys]] are configured: anyone who reaches it would spend the providers' keys; add [[keys]], or set allow_unauthenticated = true"
+            )
+        })
+    }
 }
 
 /// One upstream API account.
@@ -90,6 +119,11 @@ pub struct Provider {
     pub api_key: Option<Secret>,
     /// When the provider's circuit breaker opens.
     pub breaker: BreakerSettings,
+    /// The provider's quota for this account, requests per minute: a
+    /// target over it is skipped (`over_quota`).
+    pub rpm: Option<u64>,
+    /// The provider's quota, tokens per minute (estimated before, settled after).
+    pub tpm: Option<u64>,
 }
 
 /// A model name clients ask for, and the ordered targets that can answer it.

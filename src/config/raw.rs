@@ -17,10 +17,23 @@ pub(super) struct RawConfig {
     pub max_event_bytes: Option<Spanned<u64>>,
     pub max_answer_bytes: Option<Spanned<u64>>,
     pub max_cooldown_ms: Option<Spanned<u64>>,
+    pub allow_unauthenticated: Option<Spanned<bool>>,
+    pub allowed_hosts: Option<Spanned<Vec<String>>>,
+    #[serde(default)]
+    pub keys: Vec<Spanned<RawKey>>,
     #[serde(default)]
     pub providers: Vec<Spanned<RawProvider>>,
     #[serde(default)]
     pub routes: Vec<Spanned<RawRoute>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawKey {
+    pub name: Spanned<String>,
+    pub key: Option<Spanned<String>>,
+    pub key_sha256: Option<Spanned<String>>,
+    pub routes: Option<Spanned<Vec<String>>>,
 }
 
 #[derive(Deserialize)]
@@ -31,6 +44,8 @@ pub(super) struct RawProvider {
     pub base_url: Spanned<String>,
     pub api_key: Option<Spanned<String>>,
     pub breaker: Option<Spanned<RawBreaker>>,
+    pub rpm: Option<Spanned<u64>>,
+    pub tpm: Option<Spanned<u64>>,
 }
 
 #[derive(Deserialize)]

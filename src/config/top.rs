@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Config, Provider, Route, Secret, UpstreamLimits};
+use super::{Access, Config, Provider, Route, Secret, UpstreamLimits};
 
 /// The top-level settings, waiting for the providers and routes.
 pub(super) struct Top {
@@ -19,7 +19,7 @@ pub(super) struct Top {
 }
 
 impl Top {
-    pub(super) fn into_config(self, providers: Vec<Arc<Provider>>, routes: Vec<Arc<Route>>) -> Config {
+    pub(super) fn into_config(self, access: Access, providers: Vec<Arc<Provider>>, routes: Vec<Arc<Route>>) -> Config {
         Config {
             listen: self.listen,
             max_body_bytes: self.max_body_bytes,
@@ -28,6 +28,7 @@ impl Top {
             max_connections: self.max_connections,
             body_read_timeout: self.body_read_timeout,
             client_stall_timeout: self.client_stall_timeout,
+            access,
             providers,
             routes,
         }

@@ -24,7 +24,7 @@ impl Checker<'_> {
         self.text.get(..offset).map_or(1, |before| before.matches('\n').count() + 1)
     }
 
-    fn error<T>(&self, at: &Spanned<T>, key: String, message: impl Into<String>) -> ConfigError {
+    pub(super) fn error<T>(&self, at: &Spanned<T>, key: String, message: impl Into<String>) -> ConfigError {
         ConfigError::Invalid {
             path: self.label.to_owned(),
             line: self.line(at.span().start),
@@ -41,7 +41,7 @@ impl Checker<'_> {
 
     /// Replaces every `${VAR}` with the variable's value, and `${VAR:-default}`
     /// with it or, when it is unset or empty, with `default`.
-    fn expand(&self, value: &Spanned<String>, key: &str) -> Result<String, ConfigError> {
+    pub(super) fn expand(&self, value: &Spanned<String>, key: &str) -> Result<String, ConfigError> {
         let mut out = String::new();
         let mut rest = value.get_ref().as_str();
         while let Some(start) = rest.find("${") {
@@ -105,6 +105,12 @@ impl Checker<'_> {
                 Err(err) => errors.push(err),
             }
         }
+        let access = self.access(&raw, &routes, &mut errors);
+        if let (Some(top), Some(listen)) = (&top, &raw.listen)
+            && let Some(why) = access.open_relay(top.listen)
+        {
+            errors.push(self.error(listen, "listen".to_owned(), why));
+        }
         if raw.routes.is_empty() && errors.is_empty() {
             errors.push(ConfigError::Invalid {
                 path: self.label.to_owned(),
@@ -114,7 +120,7 @@ impl Checker<'_> {
             });
         }
         match (top, errors.len()) {
-            (Some(top), 0) => Ok(top.into_config(providers, routes)),
+            (Some(top), 0) => Ok(top.into_config(access, providers, routes)),
             (_, 1) => Err(errors.remove(0)),
             _ => Err(ConfigError::Many(errors)),
         }
@@ -215,7 +221,13 @@ impl Checker<'_> {
             Some(breaker) => self.breaker(breaker.get_ref(), &key("breaker"))?,
             None => BreakerSettings::default(),
         };
-        Ok(Provider { name, kind, base_url, api_key, breaker })
+        let per_minute = |value: &Option<Spanned<u64>>, field: &str| match value {
+            Some(n) if *n.get_ref() == 0 => Err(self.error(n, key(field), "must be at least 1 per minute")),
+            Some(n) => Ok(Some(*n.get_ref())),
+            None => Ok(None),
+        };
+        let (rpm, tpm) = (per_minute(&raw.rpm, "rpm")?, per_minute(&raw.tpm, "tpm")?);
+        Ok(Provider { name, kind, base_url, api_key, breaker, rpm, tpm })
     }
 
     fn breaker(&self, raw: &RawBreaker, key: &str) -> Result<BreakerSettings, ConfigError> {

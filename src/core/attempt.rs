@@ -134,12 +134,10 @@ impl Engine {
                 failure,
                 elapsed: started.elapsed(),
             });
-            if prefill_rejected {
-                if let Ask::Resume { original, partial } = ask {
-                    req = Cow::Owned(splice::instruction_request(original, partial));
-                    prefilled = false;
-                    continue;
-                }
+            if prefill_rejected && let Ask::Resume { original, partial } = ask {
+                req = Cow::Owned(splice::instruction_request(original, partial));
+                prefilled = false;
+                continue;
             }
             match wait {
                 Some(wait) => sleep(wait).await,
@@ -160,7 +158,8 @@ impl Engine {
         started: Instant,
     ) -> Result<(Opened, Duration), (Failure, Option<Instant>)> {
         let Try { target, health, drill, last_resort } = *one;
-        let candidate = Candidate { provider: &target.provider.name, health, last_resort };
+        let tokens = req.estimated_tokens();
+        let candidate = Candidate { provider: &target.provider, tokens, health, last_resort };
         let skipped = |skip: Skip| (Failure::skipped(skip.reason), Some(skip.recovers_at));
         let mut tickets = self.admission.admit(&candidate).map_err(skipped)?;
         match self.open(target, req, route, drill, started).await {

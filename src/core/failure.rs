@@ -34,6 +34,9 @@ pub enum Failure {
     /// Skipped: the provider's circuit breaker is open.
     #[error("skipped: the circuit breaker is open")]
     BreakerOpen,
+    /// Skipped: the provider's quota has no room for this much longer.
+    #[error("skipped: over its quota for {} ms more", .0.as_millis())]
+    OverQuota(Duration),
     /// Skipped: the provider asked for no requests until this much later.
     #[error("skipped: rate limited for {} ms more", .0.as_millis())]
     CoolingDown(Duration),
@@ -59,6 +62,7 @@ impl Failure {
         match reason {
             SkipReason::BreakerOpen => Failure::BreakerOpen,
             SkipReason::CoolingDown(left) => Failure::CoolingDown(left),
+            SkipReason::OverQuota(left) => Failure::OverQuota(left),
         }
     }
 
@@ -76,6 +80,7 @@ impl Failure {
             Failure::AnswerTooLarge(_) => Class::baton("answer_too_large"),
             Failure::BreakerOpen => Class { skip: true, ..Class::baton("breaker_open") },
             Failure::CoolingDown(_) => Class { skip: true, rate_limited: true, ..Class::baton("cooling_down") },
+            Failure::OverQuota(_) => Class { skip: true, rate_limited: true, ..Class::baton("over_quota") },
             Failure::ShuttingDown => Class::baton("shutting_down"),
             Failure::Unresumed { broke, .. } => Class { charge_breaker: false, ..broke.class() },
             Failure::Drill(real) => Class { label: "drill", charge_breaker: false, ..real.class() },
@@ -125,7 +130,7 @@ impl Failure {
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
             Failure::Provider(ProviderError::RateLimited { retry_after, .. }) => *retry_after,
-            Failure::CoolingDown(wait) => Some(*wait),
+            Failure::CoolingDown(wait) | Failure::OverQuota(wait) => Some(*wait),
             _ => None,
         }
     }

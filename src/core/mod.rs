@@ -183,15 +183,14 @@ impl Engine {
                 break;
             }
             let hedge_due = race.hedge_due(hedge) && queue.has_pending();
-            if race.is_idle() || hedge_due {
-                if let Some((index, forced)) = queue.next(route) {
-                    let from =
-                        if hedge_due { race.last_started.map(|from| (from, "hedge")) } else { last_failed.take() };
-                    if let Some((from, reason)) = from {
-                        self.record_failover(route, from, index, reason);
-                    }
-                    race.start(index, Box::pin(self.run_target(&plan, index, forced)));
+            if (race.is_idle() || hedge_due)
+                && let Some((index, forced)) = queue.next(route)
+            {
+                let from = if hedge_due { race.last_started.map(|from| (from, "hedge")) } else { last_failed.take() };
+                if let Some((from, reason)) = from {
+                    self.record_failover(route, from, index, reason);
                 }
+                race.start(index, Box::pin(self.run_target(&plan, index, forced)));
             }
             if race.is_idle() {
                 if queue.has_last_resort() {
@@ -261,14 +260,14 @@ fn absorb(
         queue.skipped(run.index, until);
     }
     failed.records.extend(run.failures);
-    if let (Ask::Fresh(_), Some(last)) = (plan.ask, failed.records.last()) {
-        if let Failure::Provider(ProviderError::BadRequest { context_length, .. }) = &last.failure {
-            match target.context_window.filter(|_| *context_length) {
-                Some(window) => queue.need_window_above(window),
-                None => {
-                    let rejected = failed.records.pop().map(ProxyError::rejected);
-                    return Err(rejected.unwrap_or_else(|| ProxyError::AllFailed(Vec::new())));
-                }
+    if let (Ask::Fresh(_), Some(last)) = (plan.ask, failed.records.last())
+        && let Failure::Provider(ProviderError::BadRequest { context_length, .. }) = &last.failure
+    {
+        match target.context_window.filter(|_| *context_length) {
+            Some(window) => queue.need_window_above(window),
+            None => {
+                let rejected = failed.records.pop().map(ProxyError::rejected);
+                return Err(rejected.unwrap_or_else(|| ProxyError::AllFailed(Vec::new())));
             }
         }
     }

@@ -148,10 +148,8 @@ impl Failures {
     /// request itself (a context-length error no later target had the
     /// window for) goes back to the client as it was.
     pub(super) fn into_error(mut self, fresh: bool) -> ProxyError {
-        if fresh {
-            if let Some(last) = self.records.pop_if(|record| !record.failure.is_failover()) {
-                return ProxyError::rejected(last);
-            }
+        if fresh && let Some(last) = self.records.pop_if(|record| !record.failure.is_failover()) {
+            return ProxyError::rejected(last);
         }
         ProxyError::AllFailed(self.records)
     }

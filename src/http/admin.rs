@@ -29,10 +29,12 @@ pub fn drills(headers: &HeaderMap, config: &Config) -> Result<Drills, ApiError> 
 }
 
 /// Checks the admin credential for `what`. Without a configured token, an
-/// action that `needs_token` is refused and any other is open.
+/// action that `needs_token` is refused, and any other is open on a
+/// loopback address and disabled on any other.
 fn authorize(headers: &HeaderMap, config: &Config, what: &str, needs_token: bool) -> Result<(), ApiError> {
     let Some(expected) = &config.admin_token else {
-        return if needs_token {
+        // Open without a token only where nobody else can reach it.
+        return if needs_token || !config.listen.ip().is_loopback() {
             Err(ApiError::forbidden(format!("{what} are disabled: no admin_token is configured")))
         } else {
             Ok(())

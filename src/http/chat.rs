@@ -19,6 +19,7 @@ use super::error::ApiError;
 use super::panic::{Guarded, GuardedStream};
 use super::stall::ClientStall;
 use super::{AppState, admin, ingress};
+use crate::access::Denied;
 use crate::core::{Call, CommittedStream, Failure, ProxyError, Winner};
 use crate::event::Event;
 use crate::observe::RequestWatch;
@@ -57,6 +58,7 @@ fn request_id(headers: &HeaderMap) -> Arc<str> {
 
 async fn serve(state: &AppState, id: Arc<str>, request: Request) -> Result<Response, ApiError> {
     let config = state.config();
+    let key = config.access.keys.identify(request.headers()).map_err(ApiError::denied)?;
     let drills = admin::drills(request.headers(), &config)?;
     let stall = request.extensions().get::<ClientStall>().cloned();
     let body = read_body(request, config.max_body_bytes, config.body_read_timeout).await.inspect_err(|err| {
@@ -69,6 +71,9 @@ async fn serve(state: &AppState, id: Arc<str>, request: Request) -> Result<Respo
         let known: Vec<&str> = config.routes.iter().map(|r| r.model.as_str()).collect();
         ApiError::unknown_model(&ingress.model, &known)
     })?;
+    if let Some(key) = key.filter(|key| !key.allows(&route.model)) {
+        return Err(ApiError::denied(Denied::Route { key: key.name.clone(), route: route.model.clone() }));
+    }
     let engine = state.engine();
     let mut watch = RequestWatch::new(Arc::clone(engine.metrics()), Arc::clone(state.routes()), id, &route.model);
     if let Some(stall) = stall {

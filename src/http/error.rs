@@ -39,6 +39,16 @@ impl ApiError {
         Self::new(StatusCode::PAYLOAD_TOO_LARGE, "invalid_request_error", "request_too_large", message)
     }
 
+    /// A request without a valid client key (401), or with a key that may
+    /// not use its route (403).
+    pub fn denied(denied: crate::access::Denied) -> Self {
+        let (status, kind, code) = match denied.status() {
+            403 => (StatusCode::FORBIDDEN, "permission_error", "route_not_allowed"),
+            _ => (StatusCode::UNAUTHORIZED, "authentication_error", "invalid_api_key"),
+        };
+        Self::new(status, kind, code, denied.message())
+    }
+
     /// A request body that did not arrive in time.
     pub fn body_timeout(timeout: std::time::Duration) -> Self {
         let message = format!("the request body did not arrive within {} ms", timeout.as_millis());

@@ -41,14 +41,20 @@ pub fn app(state: AppState) -> Router {
         .with_state(state)
 }
 
-async fn models(State(state): State<AppState>) -> Json<serde_json::Value> {
-    let data: Vec<_> = state
-        .config()
+async fn models(
+    State(state): State<AppState>,
+    headers: axum::http::HeaderMap,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let config = state.config();
+    let key = config.access.keys.identify(&headers).map_err(ApiError::denied)?;
+    // A key sees the routes it may use.
+    let data: Vec<_> = config
         .routes
         .iter()
+        .filter(|route| key.is_none_or(|key| key.allows(&route.model)))
         .map(|route| json!({ "id": route.model, "object": "model", "created": 0, "owned_by": "baton" }))
         .collect();
-    Json(json!({ "object": "list", "data": data }))
+    Ok(Json(json!({ "object": "list", "data": data })))
 }
 
 /// The playground and live status page, built into the binary: no CDN, no build step.

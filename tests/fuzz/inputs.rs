@@ -254,10 +254,10 @@ fn apply(mut body: Vec<u8>, mutation: &Mutation) -> Vec<u8> {
         }
         Mutation::DropKey { line, node, key } => {
             return edit_json_line(&body, line, |mut value| {
-                if let Some(Value::Object(map)) = nth_node(&mut value, node) {
-                    if let Some(name) = map.keys().nth(key.index(map.len().max(1))).cloned() {
-                        map.remove(&name);
-                    }
+                if let Some(Value::Object(map)) = nth_node(&mut value, node)
+                    && let Some(name) = map.keys().nth(key.index(map.len().max(1))).cloned()
+                {
+                    map.remove(&name);
                 }
                 value.to_string()
             });

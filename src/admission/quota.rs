@@ -1,0 +1,92 @@
+//! The provider's own quota for this account, in requests and tokens per
+//! minute: a target over it is skipped (`over_quota`) like an open breaker,
+//! before its provider answers 429. Tokens are reserved from the request's
+//! estimate and settled to the usage the provider reports.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio::time::Instant;
+
+use super::gcra::Gcra;
+use super::{Candidate, Policy, Settlement, Skip, SkipReason, Ticket};
+
+/// One provider's limiters, with the limits they were made for.
+struct Quota {
+    limits: (Option<u64>, Option<u64>),
+    requests: Option<Gcra>,
+    tokens: Option<Gcra>,
+}
+
+/// Every provider's quota state.
+#[derive(Default)]
+pub struct QuotaPolicy {
+    quotas: Arc<Mutex<HashMap<String, Quota>>>,
+}
+
+impl Policy for QuotaPolicy {
+    /// Not even a last resort passes: past the quota, the provider would
+    /// only answer 429, or the account pay for what it was not meant to.
+    fn admit(&self, candidate: &Candidate<'_>) -> Result<Option<Box<dyn Ticket>>, Skip> {
+        let provider = candidate.provider;
+        let limits = (provider.rpm, provider.tpm);
+        if limits == (None, None) {
+            return Ok(None);
+        }
+        let now = Instant::now();
+        let mut quotas = self.quotas.lock().unwrap_or_else(PoisonError::into_inner);
+        let quota = quotas.entry(provider.name.clone()).or_insert_with(|| Quota::new(limits));
+        if quota.limits != limits {
+            *quota = Quota::new(limits);
+        }
+        let reserved = if quota.tokens.is_some() { candidate.tokens } else { 0 };
+        let over = |wait| Skip { reason: SkipReason::OverQuota(wait), recovers_at: now + wait };
+        // Both limits must have room; neither is touched unless both do.
+        let (mut requests, mut tokens) = (quota.requests.clone(), quota.tokens.clone());
+        if let Some(requests) = &mut requests {
+            requests.take(1, now).map_err(over)?;
+        }
+        if let Some(tokens) = &mut tokens {
+            tokens.take(reserved, now).map_err(over)?;
+        }
+        (quota.requests, quota.tokens) = (requests, tokens);
+        let ticket = QuotaTicket { quotas: Arc::clone(&self.quotas), provider: provider.name.clone(), reserved };
+        Ok(Some(Box::new(ticket)))
+    }
+}
+
+impl Quota {
+    fn new(limits: (Option<u64>, Option<u64>)) -> Self {
+        Quota { limits, requests: limits.0.map(Gcra::per_minute), tokens: limits.1.map(Gcra::per_minute) }
+    }
+}
+
+/// The tokens one attempt reserved, settled to what it used.
+struct QuotaTicket {
+    quotas: Arc<Mutex<HashMap<String, Quota>>>,
+    provider: String,
+    reserved: u64,
+}
+
+impl Ticket for QuotaTicket {
+    /// An answer's reported usage replaces the estimate; a failed or
+    /// abandoned attempt gives its reservation back (a stream that broke
+    /// after commit keeps it: it was generating).
+    fn settle(self: Box<Self>, how: Settlement) {
+        let now = Instant::now();
+        let mut quotas = self.quotas.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(tokens) = quotas.get_mut(&self.provider).and_then(|quota| quota.tokens.as_mut()) else { return };
+        match how {
+            Settlement::Completed(usage) if usage.input_tokens.is_some() || usage.output_tokens.is_some() => {
+                let used = usage.input_tokens.unwrap_or(0).saturating_add(usage.output_tokens.unwrap_or(0));
+                if used < self.reserved {
+                    tokens.give_back(self.reserved - used, now);
+                } else {
+                    tokens.charge(used - self.reserved, now);
+                }
+            }
+            Settlement::Completed(_) | Settlement::Broke(_) => {}
+            Settlement::Failed(_) | Settlement::Abandoned => tokens.give_back(self.reserved, now),
+        }
+    }
+}

@@ -1,0 +1,98 @@
+//! The access part of a config: client keys (a secret from the
+//! environment, or only its SHA-256), the routes each may use, and the rule
+//! that keeps baton from being an open relay.
+
+use toml::Spanned;
+
+use super::raw::{RawConfig, RawKey};
+use super::validate::Checker;
+use super::{Access, ConfigError, Route};
+use crate::access::{ClientKey, ClientKeys};
+
+impl Checker<'_> {
+    /// `[[keys]]`, `allow_unauthenticated` and `allowed_hosts`; every
+    /// mistake is pushed to `errors`. Routes named by a key must exist.
+    pub(super) fn access(
+        &self,
+        raw: &RawConfig,
+        routes: &[std::sync::Arc<Route>],
+        errors: &mut Vec<ConfigError>,
+    ) -> Access {
+        let mut keys: Vec<ClientKey> = Vec::new();
+        for (i, raw_key) in raw.keys.iter().enumerate() {
+            match self.key(raw_key.get_ref(), i, routes) {
+                Ok(key) if keys.iter().any(|k| k.name == key.name) => {
+                    let message = format!("duplicate key name {:?}", key.name);
+                    errors.push(self.error(&raw_key.get_ref().name, format!("keys[{i}].name"), message));
+                }
+                Ok(key) if keys.iter().any(|k| k.sha256 == key.sha256) => {
+                    let message = format!("key {:?} has the same secret as another key", key.name);
+                    errors.push(self.error(&raw_key.get_ref().name, format!("keys[{i}]"), message));
+                }
+                Ok(key) => keys.push(key),
+                Err(err) => errors.push(err),
+            }
+        }
+        let allowed_hosts =
+            raw.allowed_hosts.as_ref().map(|hosts| hosts.get_ref().iter().map(|h| h.to_ascii_lowercase()).collect());
+        Access {
+            keys: ClientKeys::new(keys),
+            allow_unauthenticated: raw.allow_unauthenticated.as_ref().is_some_and(|allow| *allow.get_ref()),
+            allowed_hosts: allowed_hosts.unwrap_or_default(),
+        }
+    }
+
+    fn key(&self, raw: &RawKey, i: usize, routes: &[std::sync::Arc<Route>]) -> Result<ClientKey, ConfigError> {
+        let at = |field: &str| format!("keys[{i}].{field}");
+        let name = raw.name.get_ref().trim().to_owned();
+        if name.is_empty() {
+            return Err(self.error(&raw.name, at("name"), "must not be empty"));
+        }
+        let sha256 = match (&raw.key, &raw.key_sha256) {
+            (Some(key), None) => {
+                let secret = self.expand(key, &at("key"))?;
+                if secret.len() < 16 {
+                    return Err(self.error(key, at("key"), "must be at least 16 characters"));
+                }
+                ClientKey::hash(&secret)
+            }
+            (None, Some(hex)) => parse_sha256(hex.get_ref()).ok_or_else(|| {
+                self.error(hex, at("key_sha256"), "must be 64 hexadecimal digits (the SHA-256 of the key)")
+            })?,
+            _ => {
+                return Err(self.error(&raw.name, format!("keys[{i}]"), "needs exactly one of `key` and `key_sha256`"));
+            }
+        };
+        let routes = match &raw.routes {
+            Some(names) => Some(self.key_routes(names, &at("routes"), routes)?),
+            None => None,
+        };
+        Ok(ClientKey { name, sha256, routes })
+    }
+
+    fn key_routes(
+        &self,
+        names: &Spanned<Vec<String>>,
+        key: &str,
+        routes: &[std::sync::Arc<Route>],
+    ) -> Result<Vec<String>, ConfigError> {
+        for name in names.get_ref() {
+            if !routes.iter().any(|route| route.model == *name) {
+                return Err(self.error(names, key.to_owned(), format!("no route is named {name:?}")));
+            }
+        }
+        Ok(names.get_ref().clone())
+    }
+}
+
+fn parse_sha256(hex: &str) -> Option<[u8; 32]> {
+    let hex = hex.trim();
+    if hex.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (byte, pair) in out.iter_mut().zip(hex.as_bytes().chunks(2)) {
+        *byte = u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok()?;
+    }
+    Some(out)
+}
