@@ -3,6 +3,7 @@
 
 pub mod config;
 pub mod core;
+pub mod dialect;
 pub mod event;
 pub mod http;
 pub mod mock;
