@@ -11,7 +11,7 @@ use std::convert::Infallible;
 use std::hint::black_box;
 use std::sync::Arc;
 
-use baton::http::egress::{Answer, ChunkEncoder};
+use baton::dialect::openai::{Answer, ChunkEncoder};
 use baton::mock::wire;
 use baton::providers::{ProviderKind, SseEvent, driver};
 use bytes::Bytes;

@@ -5,6 +5,7 @@ pub mod access;
 pub mod admission;
 pub mod config;
 pub mod core;
+pub mod dialect;
 pub mod event;
 pub mod http;
 pub mod mock;

@@ -1,6 +1,6 @@
 //! Fuzzing on stable Rust, as proptest properties, of the two parsers that read
 //! bytes from outside: each provider's bytes → SSE → decoder pipeline
-//! ([`driver::decode`]) and the client's request parser ([`ingress::parse`]).
+//! ([`driver::decode`]) and the client's request parser ([`openai::parse`]).
 //! Inputs ([`inputs`]) are arbitrary bytes, mutated fixtures, and fixtures
 //! with more bytes after their end marker, cut into chunks at random points.
 //!
@@ -22,8 +22,8 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
+use baton::dialect::openai;
 use baton::event::{Event, FinishReason};
-use baton::http::ingress;
 use baton::providers::{ProviderKind, driver};
 use futures_util::{FutureExt, StreamExt};
 use inputs::{Body, FIXTURES, REQUESTS, any_body, cuts, fixture, fixture_and_tail, mutate, mutation, sse_events};
@@ -108,7 +108,7 @@ proptest! {
 #[test]
 fn the_requests_to_mutate_are_valid() {
     for request in REQUESTS {
-        assert!(ingress::parse(request.as_bytes()).is_ok(), "the unmutated request parses: {request}");
+        assert!(openai::parse(request.as_bytes()).is_ok(), "the unmutated request parses: {request}");
     }
 }
 
@@ -183,7 +183,7 @@ fn assert_verdict(kind: ProviderKind, body: &[u8], outcome: &Outcome) {
 /// A body is a chat request with at least one message, or it is refused with
 /// a 400: never a panic and never a server error.
 fn assert_parsed_or_refused(body: &[u8]) {
-    match ingress::parse(body) {
+    match openai::parse(body) {
         Ok(parsed) => {
             assert!(!parsed.request.messages.is_empty(), "a parsed request has a message: {:?}", Body(body.to_vec()));
         }

@@ -10,9 +10,9 @@ use axum::http::HeaderMap;
 use serde_json::{Value, json};
 
 use super::AppState;
-use super::error::ApiError;
 use crate::config::Config;
 use crate::core::Drills;
+use crate::dialect::ApiError;
 use crate::resilience::{BreakerState, ProviderHealth, Tally};
 
 /// The header that carries drills: `provider=fault_class, …`.

@@ -1,12 +1,12 @@
-//! `POST /v1/chat/completions`: parse, route, run the engine, and send the
-//! answer as SSE or one body, measuring it from inside the response.
+//! The chat endpoint, for any client dialect: parse, route, run the engine,
+//! and send the answer as SSE or one body, measuring it from inside the
+//! response. `POST /v1/chat/completions` is this handler over OpenAI's dialect.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Json;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -14,13 +14,14 @@ use axum::response::{IntoResponse, Response};
 use bytes::{Bytes, BytesMut};
 use futures_util::{FutureExt, StreamExt};
 
-use super::egress::{self, Answer, ChunkEncoder};
-use super::error::ApiError;
+use super::error::{self, stream_failure};
 use super::panic::{Guarded, GuardedStream};
 use super::stall::ClientStall;
-use super::{AppState, admin, ingress};
+use super::{AppState, admin};
 use crate::access::Denied;
+use crate::config::Route;
 use crate::core::{Call, CommittedStream, Failure, ProxyError, Winner};
+use crate::dialect::{ApiError, Dialect, Encoder};
 use crate::event::Event;
 use crate::observe::RequestWatch;
 
@@ -30,15 +31,17 @@ const COALESCE_BYTES: usize = 16 * 1024;
 /// The header that carries the request id, both ways.
 const REQUEST_ID: &str = "x-request-id";
 
-pub(super) async fn chat(State(state): State<AppState>, request: Request) -> Response {
+/// The handler, in dialect `D`: every error, a panic's included, is answered
+/// in `D`'s shape.
+pub(super) async fn chat<D: Dialect>(State(state): State<AppState>, request: Request) -> Response {
     let id = request_id(request.headers());
-    let mut response = match Guarded::new(serve(&state, Arc::clone(&id), request)).await {
+    let mut response = match Guarded::new(serve::<D>(&state, Arc::clone(&id), request)).await {
         Ok(Ok(response)) => response,
-        Ok(Err(err)) => err.into_response(),
+        Ok(Err(err)) => error::respond::<D>(err),
         Err(panic) => {
             tracing::error!(request_id = %id, panic = %panic, "request panicked");
             state.engine().metrics().client_fault("panic");
-            ApiError::internal().into_response()
+            error::respond::<D>(ApiError::internal())
         }
     };
     if let Ok(value) = HeaderValue::from_str(&id) {
@@ -56,7 +59,7 @@ fn request_id(headers: &HeaderMap) -> Arc<str> {
     }
 }
 
-async fn serve(state: &AppState, id: Arc<str>, request: Request) -> Result<Response, ApiError> {
+async fn serve<D: Dialect>(state: &AppState, id: Arc<str>, request: Request) -> Result<Response, ApiError> {
     let config = state.config();
     let key = config.access.keys.identify(request.headers()).map_err(ApiError::denied)?;
     let drills = admin::drills(request.headers(), &config)?;
@@ -66,7 +69,7 @@ async fn serve(state: &AppState, id: Arc<str>, request: Request) -> Result<Respo
             state.engine().metrics().client_fault("body_timeout");
         }
     })?;
-    let ingress = ingress::parse(&body)?;
+    let ingress = D::parse(&body)?;
     let route = config.route(&ingress.model).ok_or_else(|| {
         let known: Vec<&str> = config.routes.iter().map(|r| r.model.as_str()).collect();
         ApiError::unknown_model(&ingress.model, &known)
@@ -81,49 +84,74 @@ async fn serve(state: &AppState, id: Arc<str>, request: Request) -> Result<Respo
     }
     let call = Call { id: Arc::clone(watch.id()), request: ingress.request, drills };
     if ingress.stream {
-        let committed = tokio::select! {
-            committed = engine.stream(route, call) => committed,
-            () = state.drained() => Err(ProxyError::ShuttingDown),
-        };
-        let committed = committed.inspect_err(|err| watch.end(err.kind()))?;
-        watch.committed(&committed.winner, Some(engine.health().provider(&committed.winner.provider)));
-        let encoder = ChunkEncoder::new(Answer::new(&committed.winner.model), ingress.include_usage);
-        let id = Arc::clone(watch.id());
-        let sse = sse_body(committed.events, encoder, watch, state.clone());
-        let body = Body::from_stream(GuardedStream::new(sse, id, ChunkEncoder::panicked));
-        let mut response = (StatusCode::OK, body).into_response();
-        let headers = response.headers_mut();
-        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-        winner_headers(headers, &committed.winner);
-        Ok(response)
+        stream::<D>(state, route, call, watch, ingress.options).await
     } else {
-        let completed = tokio::select! {
-            completed = engine.complete(route, &call) => completed,
-            () = state.drained() => Err(ProxyError::ShuttingDown),
-        };
-        let completed = completed.inspect_err(|err| watch.end(err.kind()))?;
-        watch.committed(&completed.winner, None);
-        for event in &completed.events {
-            if let Event::Usage(usage) = event {
-                watch.usage(*usage);
-            }
-        }
-        watch.end("ok");
-        let body = egress::completion(Answer::new(&completed.winner.model), completed.events);
-        let mut response = Json(body).into_response();
-        winner_headers(response.headers_mut(), &completed.winner);
-        Ok(response)
+        complete::<D>(state, route, &call, watch, ingress.options).await
     }
 }
 
-/// Relays a committed stream as SSE: one chunk per event, then `[DONE]`, or an
-/// error event and no `[DONE]` if the stream fails or the proxy shuts down.
-/// Events that are already waiting leave together in one write; nothing
-/// waits for more.
-fn sse_body(
+/// A streamed answer: headers and the first chunk at commit, then the relay.
+async fn stream<D: Dialect>(
+    state: &AppState,
+    route: &Arc<Route>,
+    call: Call,
+    mut watch: RequestWatch,
+    options: D::Options,
+) -> Result<Response, ApiError> {
+    let engine = state.engine();
+    let committed = tokio::select! {
+        committed = engine.stream(route, call) => committed,
+        () = state.drained() => Err(ProxyError::ShuttingDown),
+    };
+    let committed = committed.inspect_err(|err| watch.end(err.kind()))?;
+    watch.committed(&committed.winner, Some(engine.health().provider(&committed.winner.provider)));
+    let encoder = D::encoder(&committed.winner.model, options);
+    let id = Arc::clone(watch.id());
+    let sse = sse_body(committed.events, encoder, watch, state.clone());
+    let body = Body::from_stream(GuardedStream::new(sse, id, D::Encoder::panicked));
+    let mut response = (StatusCode::OK, body).into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    winner_headers(headers, &committed.winner);
+    Ok(response)
+}
+
+/// A whole answer as one body, sent only once it has all arrived.
+async fn complete<D: Dialect>(
+    state: &AppState,
+    route: &Route,
+    call: &Call,
+    mut watch: RequestWatch,
+    options: D::Options,
+) -> Result<Response, ApiError> {
+    let completed = tokio::select! {
+        completed = state.engine().complete(route, call) => completed,
+        () = state.drained() => Err(ProxyError::ShuttingDown),
+    };
+    let completed = completed.inspect_err(|err| watch.end(err.kind()))?;
+    watch.committed(&completed.winner, None);
+    for event in &completed.events {
+        if let Event::Usage(usage) = event {
+            watch.usage(*usage);
+        }
+    }
+    watch.end("ok");
+    let body = D::completion(&completed.winner.model, options, completed.events);
+    let json = [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))];
+    let mut response = (json, body).into_response();
+    winner_headers(response.headers_mut(), &completed.winner);
+    Ok(response)
+}
+
+/// Relays a committed stream as SSE in the encoder's dialect: each event,
+/// then the complete answer's end (OpenAI's `[DONE]`), or an error event and
+/// no such end if the stream fails or the proxy shuts down. Generic over the
+/// encoder, so no event goes through dynamic dispatch. Events that are
+/// already waiting leave together in one write; nothing waits for more.
+fn sse_body<E: Encoder>(
     events: CommittedStream,
-    encoder: ChunkEncoder,
+    encoder: E,
     watch: RequestWatch,
     state: AppState,
 ) -> impl futures_util::Stream<Item = Result<Bytes, std::convert::Infallible>> + Send {
@@ -146,7 +174,7 @@ fn sse_body(
                 Some(Err(failure)) => {
                     watch.end(failure.kind());
                     tracing::warn!(request_id = %watch.id(), failure_class = failure.kind(), error = %failure.summary(), "stream failed after commit");
-                    encoder.write_failure(&failure, &mut out);
+                    encoder.write_failure(&stream_failure(&failure), &mut out);
                     return Some((Ok(out.freeze()), None));
                 }
                 None => {

@@ -1,12 +1,11 @@
-//! The only axum code: routes, handlers, SSE encoding and error responses.
-//! Handlers never fail; every error becomes an OpenAI-shaped response here
-//! at the edge.
+//! The only axum code: routes, handlers, the SSE relay and error responses.
+//! Handlers never fail; every error becomes a response here at the edge, in
+//! the dialect of the endpoint it came from. A client dialect is served by
+//! one route line naming the generic handler and the dialect.
 
 mod admin;
 mod chat;
-pub mod egress;
 mod error;
-pub mod ingress;
 mod panic;
 mod parse_errors;
 pub mod server;
@@ -20,14 +19,16 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::json;
 
-pub use error::ApiError;
+use crate::dialect::ApiError;
+use crate::dialect::openai::OpenAiChat;
+
 pub use panic::install_panic_hook;
 pub use state::AppState;
 
 /// The proxy's router, shared by `main` and the tests.
 pub fn app(state: AppState) -> Router {
     Router::new()
-        .route("/v1/chat/completions", post(chat::chat))
+        .route("/v1/chat/completions", post(chat::chat::<OpenAiChat>))
         .route("/v1/models", get(models))
         .route("/", get(page))
         .route("/healthz", get(|| async { "ok" }))

@@ -1,25 +1,18 @@
-//! The client's dialect: OpenAI Chat Completions requests, checked and turned
-//! into the normalised [`ChatRequest`] before anything goes upstream.
+//! OpenAI Chat Completions requests, checked and turned into the normalised
+//! [`ChatRequest`] before anything goes upstream.
 //!
-//! Public only so `tests/fuzz.rs` can feed [`parse`] arbitrary bodies directly;
-//! nothing outside the HTTP layer calls it.
+//! [`parse`] is public so `tests/fuzz.rs` can feed it arbitrary bodies directly.
 
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::error::ApiError;
+use crate::dialect::{ApiError, Ingress};
 use crate::event::{ChatRequest, Message, Role, Tool};
 
-/// What the client asked for, beyond the normalised request.
-pub struct Ingress {
-    /// The route name the client sent as `model`.
-    pub model: String,
-    /// Whether the answer is streamed as SSE.
-    pub stream: bool,
+/// What an OpenAI client asked of the answer beyond its events.
+pub struct Options {
     /// Whether a streamed answer ends with a usage chunk.
     pub include_usage: bool,
-    /// The request every adapter translates.
-    pub request: ChatRequest,
 }
 
 #[derive(Deserialize)]
@@ -85,7 +78,7 @@ struct WireFunction {
 }
 
 /// Parses and checks a request body.
-pub fn parse(body: &[u8]) -> Result<Ingress, ApiError> {
+pub fn parse(body: &[u8]) -> Result<Ingress<Options>, ApiError> {
     let wire: WireRequest =
         serde_json::from_slice(body).map_err(|err| ApiError::bad_request(format!("invalid request body: {err}")))?;
     if wire.messages.is_empty() {
@@ -108,7 +101,7 @@ pub fn parse(body: &[u8]) -> Result<Ingress, ApiError> {
     Ok(Ingress {
         model: wire.model,
         stream: wire.stream,
-        include_usage: wire.stream_options.is_some_and(|options| options.include_usage),
+        options: Options { include_usage: wire.stream_options.is_some_and(|options| options.include_usage) },
         request: ChatRequest {
             messages,
             max_tokens: wire.max_completion_tokens.or(wire.max_tokens),

@@ -55,7 +55,7 @@ pub fn completion(answer: Answer, events: Vec<Event>) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::http::egress::test_support::{answer, call};
+    use crate::dialect::openai::test_support::{answer, call};
 
     #[test]
     fn a_whole_answer_assembles_text_calls_and_usage() {

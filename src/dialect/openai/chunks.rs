@@ -5,10 +5,9 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 use serde::Serialize;
-use serde_json::json;
 
-use super::{Answer, OpenAiUsage};
-use crate::core::Failure;
+use super::{Answer, OpenAiUsage, error_json};
+use crate::dialect::{ApiError, Encoder};
 use crate::event::{Event, ToolCallDelta, Usage};
 
 /// Room for a chunk's fixed fields; the content's length is added to it.
@@ -90,9 +89,41 @@ impl ChunkEncoder {
         (!out.is_empty()).then(|| out.freeze())
     }
 
-    /// Appends the SSE bytes for one event to `out`, so events that are ready
-    /// together leave in one write.
-    pub fn write_event(&mut self, event: Event, out: &mut BytesMut) {
+    /// A text chunk: the same bytes the typed structs give, without walking them.
+    fn write_text(&mut self, text: &str, out: &mut BytesMut) {
+        out.reserve(self.text_head.len() + 32 + text.len() + TEXT_TAIL.len());
+        out.put_slice(&self.text_head);
+        if !self.role_sent {
+            out.put_slice(br#""role":"assistant","#);
+            self.role_sent = true;
+        }
+        out.put_slice(br#""content":"#);
+        put_json_str(text, out);
+        out.put_slice(TEXT_TAIL);
+    }
+
+    /// The end of a complete answer: the usage chunk if asked for, then `[DONE]`.
+    pub fn done(&mut self) -> Bytes {
+        let mut out = BytesMut::new();
+        self.write_done(&mut out);
+        out.freeze()
+    }
+
+    fn write_chunk(&self, choices: &[Choice<'_>], usage: Option<OpenAiUsage>, size: usize, out: &mut BytesMut) {
+        let chunk = Chunk {
+            id: &self.answer.id,
+            object: "chat.completion.chunk",
+            created: self.answer.created,
+            model: &self.answer.model,
+            choices,
+            usage,
+        };
+        write_sse(&chunk, CHUNK_OVERHEAD + self.answer.model.len() + size, out);
+    }
+}
+
+impl Encoder for ChunkEncoder {
+    fn write_event(&mut self, event: Event, out: &mut BytesMut) {
         let role = (!self.role_sent).then_some("assistant");
         let (delta, finish, size) = match &event {
             Event::Usage(usage) => {
@@ -114,75 +145,22 @@ impl ChunkEncoder {
         self.write_chunk(&choices, None, size, out);
     }
 
-    /// A text chunk: the same bytes the typed structs give, without walking them.
-    fn write_text(&mut self, text: &str, out: &mut BytesMut) {
-        out.reserve(self.text_head.len() + 32 + text.len() + TEXT_TAIL.len());
-        out.put_slice(&self.text_head);
-        if !self.role_sent {
-            out.put_slice(br#""role":"assistant","#);
-            self.role_sent = true;
-        }
-        out.put_slice(br#""content":"#);
-        put_json_str(text, out);
-        out.put_slice(TEXT_TAIL);
-    }
-
-    /// The end of a complete answer: the usage chunk if asked for, then `[DONE]`.
-    pub fn done(&self) -> Bytes {
-        let mut out = BytesMut::new();
-        self.write_done(&mut out);
-        out.freeze()
-    }
-
-    /// Appends the end of a complete answer to `out`.
-    pub fn write_done(&self, out: &mut BytesMut) {
+    fn write_done(&mut self, out: &mut BytesMut) {
         if self.include_usage {
             self.write_chunk(&[], Some(OpenAiUsage::from(self.usage)), 0, out);
         }
         out.extend_from_slice(b"data: [DONE]\n\n");
     }
 
-    /// The end of a failed answer: an error event and no `[DONE]`, so no client
-    /// takes a truncated answer for a complete one.
-    pub fn failure(&self, failure: &Failure) -> Bytes {
+    /// An error event, `data: {"error": {...}}`, and no `[DONE]`.
+    fn write_failure(&mut self, error: &ApiError, out: &mut BytesMut) {
+        write_sse(&error_json(error), 256, out);
+    }
+
+    fn panicked() -> Bytes {
         let mut out = BytesMut::new();
-        self.write_failure(failure, &mut out);
+        write_sse(&error_json(&ApiError::relay_panicked()), 128, &mut out);
         out.freeze()
-    }
-
-    /// Appends the end of a failed answer to `out`.
-    pub fn write_failure(&self, failure: &Failure, out: &mut BytesMut) {
-        let error = json!({ "error": {
-            "message": format!("the upstream stream failed after it started: {}", failure.summary()),
-            "type": "upstream_error",
-            "code": failure.kind(),
-        }});
-        write_sse(&error, 256, out);
-    }
-
-    /// The error event that ends a stream whose relay panicked (what
-    /// panicked is in the log, with the request id).
-    pub fn panicked() -> Bytes {
-        let error = json!({ "error": {
-            "message": "the gateway failed while relaying this answer",
-            "type": "server_error",
-            "code": "internal_error",
-        }});
-        let mut out = BytesMut::new();
-        write_sse(&error, 128, &mut out);
-        out.freeze()
-    }
-
-    fn write_chunk(&self, choices: &[Choice<'_>], usage: Option<OpenAiUsage>, size: usize, out: &mut BytesMut) {
-        let chunk = Chunk {
-            id: &self.answer.id,
-            object: "chat.completion.chunk",
-            created: self.answer.created,
-            model: &self.answer.model,
-            choices,
-            usage,
-        };
-        write_sse(&chunk, CHUNK_OVERHEAD + self.answer.model.len() + size, out);
     }
 }
 
@@ -211,7 +189,10 @@ fn text_head(answer: &Answer) -> Vec<u8> {
     head.to_vec()
 }
 
-/// Appends `text` as a JSON string.
+/// Appends `text` as a JSON string. Inlined as it was before the dialect
+/// moved out of `http/`: the move put it in another codegen unit, where it
+/// became a call of its own on every text chunk.
+#[inline]
 fn put_json_str(text: &str, out: &mut BytesMut) {
     // Writing into a `BytesMut` cannot fail, and a `str` always serialises.
     let _ = serde_json::to_writer(out.writer(), text);
@@ -228,13 +209,13 @@ fn tool_call(call: &ToolCallDelta) -> ToolCall<'_> {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::Value;
+    use serde_json::{Value, json};
 
     use crate::event::FinishReason;
 
     use super::*;
 
-    use crate::http::egress::test_support::{answer, call};
+    use crate::dialect::openai::test_support::{answer, call};
 
     fn data(bytes: &Bytes) -> Value {
         let text = std::str::from_utf8(bytes).unwrap_or_default();

@@ -1,0 +1,76 @@
+//! Client wire formats. A dialect is to clients what an adapter is to
+//! providers: pure translation from its request body into the normalised
+//! [`ChatRequest`], and from the [`Event`] stream back into its wire format,
+//! errors included. Routing, deadlines, commit, failover and resume are shared,
+//! so every dialect gets all of them; the HTTP layer serves each one through
+//! the same generic handler. Nothing here knows axum or the core.
+
+mod error;
+pub mod openai;
+
+use bytes::{Bytes, BytesMut};
+
+pub use error::{ApiError, ErrorKind};
+
+use crate::event::{ChatRequest, Event};
+
+/// A client wire format, served by the HTTP layer's generic handlers: adding
+/// one is a folder implementing this and one route line. Its functions take
+/// no `self`, so a dialect is a type parameter, resolved at compile time.
+pub trait Dialect: Send + Sync + 'static {
+    /// What the client asked of the answer's form beyond its events (OpenAI's
+    /// `stream_options.include_usage`), carried from the request to the encoder.
+    type Options: Send + 'static;
+    /// Writes one streamed answer in this dialect.
+    type Encoder: Encoder;
+
+    /// Checks a request body and turns it into the normalised request; a body
+    /// the dialect cannot take is a 400 saying why.
+    fn parse(body: &[u8]) -> Result<Ingress<Self::Options>, ApiError>;
+
+    /// The encoder for one streamed answer from the upstream `model` that
+    /// committed (reported as the answer's model, so cost dashboards
+    /// attribute a failover to the fallback).
+    fn encoder(model: &str, options: Self::Options) -> Self::Encoder;
+
+    /// A whole answer as one JSON body, for a client that did not stream.
+    fn completion(model: &str, options: Self::Options, events: Vec<Event>) -> Vec<u8>;
+
+    /// The JSON body of an error response, in the shape this dialect's SDKs
+    /// parse into their usual exceptions (the status and `Retry-After` are
+    /// the HTTP layer's).
+    fn error_body(error: &ApiError) -> Vec<u8>;
+}
+
+/// Writes a committed stream as SSE, appending to a buffer the relay owns so
+/// events that are ready together leave in one write.
+pub trait Encoder: Send + 'static {
+    /// Appends the bytes for one event (possibly none: usage may be held for
+    /// the end).
+    fn write_event(&mut self, event: Event, out: &mut BytesMut);
+
+    /// Appends the end of a complete answer (OpenAI: the usage chunk if asked
+    /// for, then `[DONE]`).
+    fn write_done(&mut self, out: &mut BytesMut);
+
+    /// Appends the end of an answer that failed after commit: an error event,
+    /// and never the complete answer's end marker, so no client takes a
+    /// truncated answer for a complete one.
+    fn write_failure(&mut self, error: &ApiError, out: &mut BytesMut);
+
+    /// The error event that ends a stream whose relay panicked: the encoder
+    /// itself is gone with the panic, so this takes nothing.
+    fn panicked() -> Bytes;
+}
+
+/// A parsed request: the normalised request and what the answer needs.
+pub struct Ingress<O> {
+    /// The route name the client sent as its model.
+    pub model: String,
+    /// Whether the answer is streamed as SSE.
+    pub stream: bool,
+    /// The request every adapter translates.
+    pub request: ChatRequest,
+    /// What the dialect's encoder needs from the request.
+    pub options: O,
+}
