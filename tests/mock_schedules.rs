@@ -69,7 +69,7 @@ fn a_seeded_schedule_repeats_itself() {
 fn per_request_faults_outside_the_matrix_fail_over() {
     run(HARD_LIMIT, async {
         for fault in [Fault::Refuse, Fault::NotSse] {
-            let primary = MockProvider::openai().marker("bad").fault(fault).spawned().await;
+            let primary = MockProvider::openai().marker("wrong").fault(fault).spawned().await;
             let secondary = MockProvider::anthropic().marker("good").spawned().await;
             let proxy =
                 Proxy::start(&mocks_toml(&[("primary", &primary), ("secondary", &secondary)], 1000, 1000)).await;
@@ -78,7 +78,7 @@ fn per_request_faults_outside_the_matrix_fail_over() {
                 assert_eq!(got.status, 200, "{}: {}", fault.name(), got.raw);
                 assert_eq!(got.header("x-baton-provider"), "secondary", "{}", fault.name());
                 assert!(
-                    !got.raw.contains("bad") && !got.raw.contains("mock"),
+                    !got.raw.contains("wrong") && !got.raw.contains("mock"),
                     "{}: nothing leaked: {}",
                     fault.name(),
                     got.raw
