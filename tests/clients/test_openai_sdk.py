@@ -144,3 +144,52 @@ def test_unknown_model_is_not_found(gateway):
 
 def test_models_lists_the_routes(gateway):
     assert sorted(model.id for model in gateway.models.list()) == ["breaks", "chat"]
+
+
+@pytest.fixture(scope="module")
+def keyed():
+    """A baton that needs a client key, in front of one simulated provider."""
+    procs = []
+    try:
+        provider, provider_addr = start("mock", "--kind", "openai", "--listen", "127.0.0.1:0",
+                                        "--marker", "key", "--tokens", "3", "--first-token-ms", "5", "--gap-ms", "1")
+        procs.append(provider)
+        config = f"""
+listen = "127.0.0.1:0"
+
+[[keys]]
+name = "sdk"
+key = "sk-sdk-test-0123456789"
+
+[[providers]]
+name = "p"
+kind = "openai"
+base_url = "http://{provider_addr}/v1"
+
+[[routes]]
+model = "chat"
+targets = [{{ provider = "p", model = "m" }}]
+"""
+        path = Path(tempfile.mkdtemp()) / "baton.toml"
+        path.write_text(config)
+        proxy, proxy_addr = start("serve", "--config", str(path))
+        procs.append(proxy)
+        yield f"http://{proxy_addr}/v1"
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+
+
+def test_a_wrong_key_raises_authentication_error(keyed):
+    client = openai.OpenAI(base_url=keyed, api_key="sk-not-this-one-0123", max_retries=0, timeout=20)
+    with pytest.raises(openai.AuthenticationError) as raised:
+        client.chat.completions.create(model="chat", messages=MESSAGES)
+    assert "sk-not-this-one" not in str(raised.value), "the key sent is never echoed"
+
+
+def test_the_right_key_streams(keyed):
+    client = openai.OpenAI(base_url=keyed, api_key="sk-sdk-test-0123456789", max_retries=0, timeout=20)
+    stream = client.chat.completions.create(model="chat", messages=MESSAGES, stream=True)
+    text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    assert text == "key0 key1 key2"
