@@ -60,3 +60,31 @@ fn with_keys_every_request_needs_a_valid_one_for_its_route() {
         assert_eq!(ids, ["cheap"], "a key sees the routes it may use");
     });
 }
+
+#[test]
+fn only_json_bodies_and_allowed_hosts_are_served() {
+    run(HARD_LIMIT, async {
+        let provider = MockProvider::openai().spawned().await;
+        let routes = ChatConfig::new().mock("p", &provider).toml();
+        let proxy = Proxy::start(&format!("allowed_hosts = [\"localhost\", \"127.0.0.1\"]\n{routes}")).await;
+        let body = chat_body(false).to_string();
+        let client = reqwest::Client::new();
+        let form =
+            client.post(proxy.url("/v1/chat/completions")).header("content-type", "text/plain").body(body.clone());
+        let form = form.send().await.expect("answers");
+        assert_eq!(form.status(), 415, "a cross-site form's text/plain is refused");
+        let json =
+            client.post(proxy.url("/v1/chat/completions")).header("content-type", "application/json; charset=utf-8");
+        assert_eq!(
+            json.body(body.clone()).send().await.expect("answers").status(),
+            200,
+            "JSON with a charset is served"
+        );
+        let rebound = client.get(proxy.url("/v1/models")).header("host", format!("evil.example:{}", proxy.addr.port()));
+        let rebound = rebound.send().await.expect("answers");
+        assert_eq!(rebound.status(), 403, "a foreign Host is refused");
+        let text = rebound.text().await.unwrap_or_default();
+        assert!(text.contains("host_not_allowed"), "{text}");
+        assert_eq!(provider.requests().len(), 1, "only the JSON request reached the provider");
+    });
+}

@@ -56,6 +56,18 @@ impl ApiError {
         Self::new(StatusCode::NOT_FOUND, ErrorKind::InvalidRequest, "model_not_found", message)
     }
 
+    /// A body that is not JSON: a cross-site form could post one without a CORS preflight.
+    pub fn unsupported_media_type(given: &str) -> Self {
+        let message = format!("the request body must be application/json, not {given:?}");
+        Self::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, ErrorKind::InvalidRequest, "unsupported_media_type", message)
+    }
+
+    /// A `Host` the config's `allowed_hosts` does not list (DNS rebinding).
+    pub fn foreign_host(host: &str) -> Self {
+        let message = format!("this gateway does not answer for host {host:?}");
+        Self::new(StatusCode::FORBIDDEN, ErrorKind::Permission, "host_not_allowed", message)
+    }
+
     /// A body over the configured limit.
     pub fn too_large(limit: usize) -> Self {
         let message = format!("request body is larger than the limit of {limit} bytes");

@@ -62,6 +62,10 @@ fn request_id(headers: &HeaderMap) -> Arc<str> {
 async fn serve<D: Dialect>(state: &AppState, id: Arc<str>, request: Request) -> Result<Response, ApiError> {
     let config = state.config();
     let key = config.access.keys.identify(request.headers()).map_err(ApiError::denied)?;
+    let content_type = request.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    if !content_type.trim_start().to_ascii_lowercase().starts_with("application/json") {
+        return Err(ApiError::unsupported_media_type(content_type));
+    }
     let drills = admin::drills(request.headers(), &config)?;
     let stall = request.extensions().get::<ClientStall>().cloned();
     let body = read_body(request, config.max_body_bytes, config.body_read_timeout).await.inspect_err(|err| {

@@ -14,7 +14,7 @@ mod state;
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, header};
-use axum::response::IntoResponse;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::json;
@@ -39,7 +39,28 @@ pub fn app(state: AppState) -> Router {
         .method_not_allowed_fallback(|request: Request| async move {
             ApiError::method_not_allowed(request.method().as_str(), request.uri().path())
         })
+        .layer(axum::middleware::from_fn_with_state(state.clone(), allowed_host))
         .with_state(state)
+}
+
+/// With `allowed_hosts` set, a request for any other `Host` is refused: a
+/// page on another site that points a DNS name at 127.0.0.1 gets nothing.
+async fn allowed_host(State(state): State<AppState>, request: Request, next: axum::middleware::Next) -> Response {
+    let config = state.config();
+    let allowed = &config.access.allowed_hosts;
+    if allowed.is_empty() {
+        return next.run(request).await;
+    }
+    let host = request.headers().get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    let name = host
+        .rsplit_once(':')
+        .filter(|(_, port)| port.bytes().all(|b| b.is_ascii_digit()))
+        .map_or(host, |(name, _)| name);
+    if allowed.iter().any(|allowed| allowed.eq_ignore_ascii_case(name)) {
+        next.run(request).await
+    } else {
+        ApiError::foreign_host(host).into_response()
+    }
 }
 
 async fn models(
