@@ -69,23 +69,7 @@ impl Checker<'_> {
         let mut errors = Vec::new();
         let top = self.top(&raw).map_err(|err| errors.push(err)).ok();
         let limits = top.as_ref().map_or_else(UpstreamLimits::default, |top| top.limits);
-        let mut providers: Vec<Arc<Provider>> = Vec::new();
-        let mut provider_failed = false;
-        for (i, raw_provider) in raw.providers.iter().enumerate() {
-            match self.provider(raw_provider.get_ref(), i) {
-                Ok(provider) if providers.iter().any(|p| p.name == provider.name) => {
-                    let name = &raw_provider.get_ref().name;
-                    let message = format!("duplicate provider name {:?}", provider.name);
-                    errors.push(self.error(name, format!("providers[{i}].name"), message));
-                    provider_failed = true;
-                }
-                Ok(provider) => providers.push(Arc::new(provider)),
-                Err(err) => {
-                    errors.push(err);
-                    provider_failed = true;
-                }
-            }
-        }
+        let (providers, provider_failed) = self.providers(&raw, &mut errors);
         let by_name: HashMap<&str, &Arc<Provider>> = providers.iter().map(|p| (p.name.as_str(), p)).collect();
         let mut routes: Vec<Arc<Route>> = Vec::new();
         for (i, raw_route) in raw.routes.iter().enumerate() {
@@ -124,6 +108,29 @@ impl Checker<'_> {
             (_, 1) => Err(errors.remove(0)),
             _ => Err(ConfigError::Many(errors)),
         }
+    }
+
+    /// Every valid provider, and whether any was not (then a route naming
+    /// a provider that does not exist may only be its echo).
+    fn providers(&self, raw: &RawConfig, errors: &mut Vec<ConfigError>) -> (Vec<Arc<Provider>>, bool) {
+        let mut providers: Vec<Arc<Provider>> = Vec::new();
+        let mut provider_failed = false;
+        for (i, raw_provider) in raw.providers.iter().enumerate() {
+            match self.provider(raw_provider.get_ref(), i) {
+                Ok(provider) if providers.iter().any(|p| p.name == provider.name) => {
+                    let name = &raw_provider.get_ref().name;
+                    let message = format!("duplicate provider name {:?}", provider.name);
+                    errors.push(self.error(name, format!("providers[{i}].name"), message));
+                    provider_failed = true;
+                }
+                Ok(provider) => providers.push(Arc::new(provider)),
+                Err(err) => {
+                    errors.push(err);
+                    provider_failed = true;
+                }
+            }
+        }
+        (providers, provider_failed)
     }
 
     /// The top-level keys.
@@ -277,77 +284,18 @@ impl Checker<'_> {
             Some(ms) => Some(self.millis(Some(ms), &key("request_timeout_ms"), Duration::ZERO)?),
             None => None,
         };
-        let hedge = match &raw.hedge_after_ms {
-            None => None,
-            Some(value) => Some(match value.get_ref() {
-                RawHedge::Millis(ms) => Hedge::After(Duration::from_millis(*ms)),
-                RawHedge::Word(word) if word == "auto" => Hedge::Auto,
-                RawHedge::Word(word) => {
-                    return Err(self.error(
-                        value,
-                        key("hedge_after_ms"),
-                        format!("{word:?} is neither milliseconds nor \"auto\""),
-                    ));
-                }
-            }),
-        };
-        let commit = CommitWindow {
-            tokens: match &raw.commit_after_tokens {
-                Some(n) if *n.get_ref() == 0 => {
-                    return Err(self.error(
-                        n,
-                        key("commit_after_tokens"),
-                        "must be at least 1: the first token commits at the earliest",
-                    ));
-                }
-                Some(n) => *n.get_ref(),
-                None => 1,
-            },
-            after: raw.commit_after_ms.as_ref().map_or(Duration::ZERO, |ms| Duration::from_millis(*ms.get_ref())),
-        };
+        let hedge = self.hedge(raw, &key("hedge_after_ms"))?;
+        let commit = self.commit(raw, &key("commit_after_tokens"))?;
         let retry_backoff =
             self.millis(raw.retry_backoff_ms.as_ref(), &key("retry_backoff_ms"), DEFAULT_RETRY_BACKOFF)?;
         let max_retry_wait =
             raw.max_retry_wait_ms.as_ref().map_or(DEFAULT_MAX_RETRY_WAIT, |ms| Duration::from_millis(*ms.get_ref()));
-        let on_midstream_failure = match &raw.on_midstream_failure {
-            None => MidstreamPolicy::Error,
-            Some(value) => match value.get_ref().as_str() {
-                "error" => MidstreamPolicy::Error,
-                "resume" => MidstreamPolicy::Resume,
-                other => {
-                    return Err(self.error(
-                        value,
-                        key("on_midstream_failure"),
-                        format!("{other:?} is neither \"error\" nor \"resume\""),
-                    ));
-                }
-            },
-        };
+        let on_midstream_failure = self.midstream(raw, &key("on_midstream_failure"))?;
         let max_resumes = raw.max_resumes.as_ref().map_or(1, |n| *n.get_ref());
         if raw.targets.get_ref().is_empty() {
             return Err(self.error(&raw.targets, key("targets"), "a route needs at least one target"));
         }
-        let mut targets = Vec::new();
-        for (j, target) in raw.targets.get_ref().iter().enumerate() {
-            let target = target.get_ref();
-            let name = target.provider.get_ref();
-            let target_key = |field: &str| key(&format!("targets[{j}].{field}"));
-            let provider = providers.get(name.as_str()).ok_or_else(|| {
-                self.error(&target.provider, target_key("provider"), format!("{NO_SUCH_PROVIDER} {name:?}"))
-            })?;
-            targets.push(Target {
-                provider: Arc::clone(provider),
-                model: target.model.get_ref().clone(),
-                context_window: target.context_window.as_ref().map(|w| *w.get_ref()),
-                first_token_timeout: self.millis(
-                    target.first_token_timeout_ms.as_ref(),
-                    &target_key("first_token_timeout_ms"),
-                    first_token_timeout,
-                )?,
-                retries: target.retries.as_ref().map_or(0, |n| *n.get_ref()),
-                prefill: target.prefill.unwrap_or(false),
-            });
-        }
+        let targets = self.targets(raw, &key("targets"), providers, first_token_timeout)?;
         Ok(Route {
             model,
             idle_timeout,
@@ -361,6 +309,71 @@ impl Checker<'_> {
             limits,
             targets,
         })
+    }
+
+    fn hedge(&self, raw: &RawRoute, key: &str) -> Result<Option<Hedge>, ConfigError> {
+        let Some(value) = &raw.hedge_after_ms else { return Ok(None) };
+        match value.get_ref() {
+            RawHedge::Millis(ms) => Ok(Some(Hedge::After(Duration::from_millis(*ms)))),
+            RawHedge::Word(word) if word == "auto" => Ok(Some(Hedge::Auto)),
+            RawHedge::Word(word) => {
+                Err(self.error(value, key.to_owned(), format!("{word:?} is neither milliseconds nor \"auto\"")))
+            }
+        }
+    }
+
+    fn commit(&self, raw: &RawRoute, key: &str) -> Result<CommitWindow, ConfigError> {
+        let tokens = match &raw.commit_after_tokens {
+            Some(n) if *n.get_ref() == 0 => {
+                let message = "must be at least 1: the first token commits at the earliest";
+                return Err(self.error(n, key.to_owned(), message));
+            }
+            Some(n) => *n.get_ref(),
+            None => 1,
+        };
+        let after = raw.commit_after_ms.as_ref().map_or(Duration::ZERO, |ms| Duration::from_millis(*ms.get_ref()));
+        Ok(CommitWindow { tokens, after })
+    }
+
+    fn midstream(&self, raw: &RawRoute, key: &str) -> Result<MidstreamPolicy, ConfigError> {
+        let Some(value) = &raw.on_midstream_failure else { return Ok(MidstreamPolicy::Error) };
+        match value.get_ref().as_str() {
+            "error" => Ok(MidstreamPolicy::Error),
+            "resume" => Ok(MidstreamPolicy::Resume),
+            other => Err(self.error(value, key.to_owned(), format!("{other:?} is neither \"error\" nor \"resume\""))),
+        }
+    }
+
+    fn targets(
+        &self,
+        raw: &RawRoute,
+        key: &str,
+        providers: &HashMap<&str, &Arc<Provider>>,
+        first_token_timeout: Duration,
+    ) -> Result<Vec<Target>, ConfigError> {
+        let mut targets = Vec::new();
+        for (j, target) in raw.targets.get_ref().iter().enumerate() {
+            let target = target.get_ref();
+            let name = target.provider.get_ref();
+            let target_key = |field: &str| format!("{key}[{j}].{field}");
+            let provider = providers.get(name.as_str()).ok_or_else(|| {
+                self.error(&target.provider, target_key("provider"), format!("{NO_SUCH_PROVIDER} {name:?}"))
+            })?;
+            let deadline = target.first_token_timeout_ms.as_ref();
+            targets.push(Target {
+                provider: Arc::clone(provider),
+                model: target.model.get_ref().clone(),
+                context_window: target.context_window.as_ref().map(|w| *w.get_ref()),
+                first_token_timeout: self.millis(
+                    deadline,
+                    &target_key("first_token_timeout_ms"),
+                    first_token_timeout,
+                )?,
+                retries: target.retries.as_ref().map_or(0, |n| *n.get_ref()),
+                prefill: target.prefill.unwrap_or(false),
+            });
+        }
+        Ok(targets)
     }
 
     fn size(&self, value: Option<&Spanned<u64>>, key: &str, default: usize) -> Result<usize, ConfigError> {
