@@ -252,20 +252,8 @@ fn main() {
         );
         println!("| scenario | TTFT p50 | TTFT p95 | success | leaked bytes | attempts primary / secondary | notes |");
         println!("|---|---|---|---|---|---|---|");
-        let classes = [
-            Fault::Refuse,
-            Fault::Http5xx,
-            Fault::Http429,
-            Fault::StallHeaders,
-            Fault::StallFirstToken,
-            Fault::RoleThenStall,
-            Fault::CloseBeforeToken,
-            Fault::Malformed,
-            Fault::ErrorEvent,
-            Fault::SlowFirstToken,
-        ];
         baseline(requests).await.print();
-        for fault in classes {
+        for fault in Fault::PRE_COMMIT {
             fault_class(fault, requests).await.print();
         }
         for fault in [Fault::MidstreamStall, Fault::MidstreamClose] {

@@ -5,24 +5,6 @@ use std::time::Duration;
 
 use baton::mock::Fault;
 
-/// The pre-commit fault classes (DESIGN.md §3, plus `not_sse`): everything
-/// a provider can do wrong before its first token that is not the client's
-/// fault (`bad_request` and `context_length` are left out: they are answered
-/// with the client's error by design).
-pub const PRE_COMMIT: [Fault; 11] = [
-    Fault::Refuse,
-    Fault::Http5xx,
-    Fault::Http429,
-    Fault::StallHeaders,
-    Fault::StallFirstToken,
-    Fault::RoleThenStall,
-    Fault::CloseBeforeToken,
-    Fault::Malformed,
-    Fault::ErrorEvent,
-    Fault::SlowFirstToken,
-    Fault::NotSse,
-];
-
 /// What `--midstream` adds.
 pub const MIDSTREAM: [Fault; 4] =
     [Fault::MidstreamStall, Fault::MidstreamClose, Fault::MidstreamMalformed, Fault::MidstreamErrorEvent];
@@ -148,7 +130,10 @@ impl Options {
         if let Some(faults) = &self.faults {
             return faults.clone();
         }
-        let mut faults = PRE_COMMIT.to_vec();
+        // Every pre-commit class that is not the client's fault, and `not_sse`
+        // (`bad_request` and `context_length` are answered with the client's error by design).
+        let mut faults = Fault::PRE_COMMIT.to_vec();
+        faults.push(Fault::NotSse);
         if self.midstream {
             faults.extend(MIDSTREAM);
         }

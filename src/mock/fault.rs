@@ -60,6 +60,21 @@ pub enum Fault {
 }
 
 impl Fault {
+    /// The pre-commit classes of DESIGN.md §3's table, in its order (refuse
+    /// to slow_first_token): what the fault benchmark and the chaos mix run.
+    pub const PRE_COMMIT: [Fault; 10] = [
+        Fault::Refuse,
+        Fault::Http5xx,
+        Fault::Http429,
+        Fault::StallHeaders,
+        Fault::StallFirstToken,
+        Fault::RoleThenStall,
+        Fault::CloseBeforeToken,
+        Fault::Malformed,
+        Fault::ErrorEvent,
+        Fault::SlowFirstToken,
+    ];
+
     /// Every fault a simulated provider can inject.
     pub const ALL: [Fault; 24] = [
         Fault::Refuse,

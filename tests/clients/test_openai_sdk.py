@@ -44,6 +44,19 @@ def start(*args):
     return proc, found["addr"]
 
 
+def serve(config):
+    """Writes `config` to a fresh file and starts `baton serve` on it."""
+    path = Path(tempfile.mkdtemp()) / "baton.toml"
+    path.write_text(config)
+    return start("serve", "--config", str(path))
+
+
+def stop(procs):
+    for proc in procs:
+        proc.kill()
+        proc.wait()
+
+
 @pytest.fixture(scope="module")
 def gateway():
     procs = []
@@ -83,15 +96,11 @@ targets = [{{ provider = "flaky", model = "claude-sim" }}, {{ provider = "health
 model = "breaks"
 targets = [{{ provider = "broken", model = "gpt-sim" }}]
 """
-        path = Path(tempfile.mkdtemp()) / "baton.toml"
-        path.write_text(config)
-        proxy, proxy_addr = start("serve", "--config", str(path))
+        proxy, proxy_addr = serve(config)
         procs.append(proxy)
         yield openai.OpenAI(base_url=f"http://{proxy_addr}/v1", api_key="unused", max_retries=0, timeout=20)
     finally:
-        for proc in procs:
-            proc.kill()
-            proc.wait()
+        stop(procs)
 
 
 MESSAGES = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello"}]
@@ -170,15 +179,11 @@ base_url = "http://{provider_addr}/v1"
 model = "chat"
 targets = [{{ provider = "p", model = "m" }}]
 """
-        path = Path(tempfile.mkdtemp()) / "baton.toml"
-        path.write_text(config)
-        proxy, proxy_addr = start("serve", "--config", str(path))
+        proxy, proxy_addr = serve(config)
         procs.append(proxy)
         yield f"http://{proxy_addr}/v1"
     finally:
-        for proc in procs:
-            proc.kill()
-            proc.wait()
+        stop(procs)
 
 
 def test_a_wrong_key_raises_authentication_error(keyed):
