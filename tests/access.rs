@@ -58,6 +58,11 @@ fn with_keys_every_request_needs_a_valid_one_for_its_route() {
         let (_, models) = ask(&proxy, "/v1/models", Some(("x-api-key", "sk-batch-0123456789abcd")), "").await;
         let ids: Vec<&str> = models["data"].as_array().unwrap().iter().filter_map(|m| m["id"].as_str()).collect();
         assert_eq!(ids, ["cheap"], "a key sees the routes it may use");
+
+        let status = reqwest::get(proxy.url("/admin/status")).await.unwrap().text().await.unwrap();
+        let keys: serde_json::Value = serde_json::from_str(&status).unwrap_or_default();
+        assert_eq!(keys["keys"][1], serde_json::json!({ "name": "batch", "routes": ["cheap"] }), "{status}");
+        assert!(!status.contains("sk-web") && !status.contains("sk-batch"), "no secret in the status: {status}");
     });
 }
 

@@ -79,7 +79,15 @@ pub(super) async fn status(State(state): State<AppState>, headers: HeaderMap) ->
             json!({ "name": route.model, "targets": targets, "last_1m": counts(&last_1m), "last_15m": counts(&last_15m) })
         })
         .collect();
-    Ok(Json(json!({ "providers": providers, "routes": routes })))
+    // Keys by name and the routes each may use: never a secret or a hash.
+    let keys: Vec<Value> = config
+        .access
+        .keys
+        .keys()
+        .iter()
+        .map(|key| json!({ "name": key.name, "routes": key.routes }))
+        .collect();
+    Ok(Json(json!({ "providers": providers, "routes": routes, "keys": keys })))
 }
 
 fn provider_status(name: &str, kind: &str, health: &ProviderHealth) -> Value {
