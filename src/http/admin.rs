@@ -80,13 +80,8 @@ pub(super) async fn status(State(state): State<AppState>, headers: HeaderMap) ->
         })
         .collect();
     // Keys by name and the routes each may use: never a secret or a hash.
-    let keys: Vec<Value> = config
-        .access
-        .keys
-        .keys()
-        .iter()
-        .map(|key| json!({ "name": key.name, "routes": key.routes }))
-        .collect();
+    let keys: Vec<Value> =
+        config.access.keys.keys().iter().map(|key| json!({ "name": key.name, "routes": key.routes })).collect();
     Ok(Json(json!({ "providers": providers, "routes": routes, "keys": keys })))
 }
 
