@@ -313,3 +313,17 @@ async fn token_reservations_are_settled_to_the_reported_usage() {
     let second = stream(&engine, &config).await.expect("answered").0.winner.provider.to_string();
     assert_eq!([first, second], ["a", "b"], "without a usage report the reservation stands");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_provider_over_its_quota_is_not_tried_again_as_a_last_resort() {
+    let config = quota_config("rpm = 1");
+    let scripted = Scripted::new();
+    scripted.then("a", healthy("a"));
+    scripted.then("b", Script::fails(ProviderError::Server { status: 503, message: String::new() }));
+    let engine = engine(&config, &scripted);
+    assert_eq!(&*stream(&engine, &config).await.expect("answered").0.winner.provider, "a");
+    let failed = stream(&engine, &config).await.err().expect("a over its quota, b failing");
+    let listed = failed.to_string();
+    assert_eq!(listed.matches("over_quota").count(), 1, "one skip, not a second as a last resort: {listed}");
+    assert_eq!(scripted.opened_for("a"), 1);
+}

@@ -19,7 +19,7 @@ pub use cooldown::CooldownPolicy;
 pub use quota::QuotaPolicy;
 
 use crate::config::Provider;
-use crate::event::Usage;
+use crate::event::{ChatRequest, Usage};
 use crate::providers::Class;
 use crate::resilience::ProviderHealth;
 
@@ -27,8 +27,8 @@ use crate::resilience::ProviderHealth;
 pub struct Candidate<'a> {
     /// The provider as configured.
     pub provider: &'a Provider,
-    /// What the request may cost in tokens (its estimate), for token quotas.
-    pub tokens: u64,
+    /// What is asked of it: token quotas estimate its cost.
+    pub request: &'a ChatRequest,
     /// Its shared health: breaker, cooldown, latency.
     pub health: &'a ProviderHealth,
     /// The route has no other candidate left: policies about the provider's
@@ -46,6 +46,14 @@ pub enum SkipReason {
     CoolingDown(Duration),
     /// Its quota (requests or tokens per minute) has no room for this much longer.
     OverQuota(Duration),
+}
+
+impl SkipReason {
+    /// Whether the route's last resort goes past this skip: the provider's
+    /// health, yes; its quota, no (so it is not tried again then).
+    pub fn yields_to_last_resort(self) -> bool {
+        matches!(self, SkipReason::BreakerOpen | SkipReason::CoolingDown(_))
+    }
 }
 
 /// A candidate passed over, and when it is due back.

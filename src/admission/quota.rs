@@ -39,8 +39,10 @@ impl Policy for QuotaPolicy {
         if quota.limits != limits {
             *quota = Quota::new(limits);
         }
-        let reserved = if quota.tokens.is_some() { candidate.tokens } else { 0 };
-        let over = |wait| Skip { reason: SkipReason::OverQuota(wait), recovers_at: now + wait };
+        // The estimate walks the whole request: only a token quota needs it.
+        let reserved = if quota.tokens.is_some() { candidate.request.estimated_tokens() } else { 0 };
+        let over =
+            |wait| Skip { reason: SkipReason::OverQuota(wait), recovers_at: now.checked_add(wait).unwrap_or(now) };
         // Both limits must have room; neither is touched unless both do.
         let (mut requests, mut tokens) = (quota.requests.clone(), quota.tokens.clone());
         if let Some(requests) = &mut requests {

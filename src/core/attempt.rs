@@ -54,8 +54,9 @@ pub(super) struct TargetRun {
     pub failures: Vec<AttemptRecord>,
     /// The attempt that committed, if any.
     pub opened: Option<Opened>,
-    /// When the turn was skipped (an open breaker, a cooldown), when the
-    /// provider is due back: the last resort tries the soonest first.
+    /// When the turn was skipped by a skip the last resort goes past (an
+    /// open breaker, a cooldown), when the provider is due back: the last
+    /// resort tries the soonest first.
     pub skipped_until: Option<Instant>,
 }
 
@@ -158,9 +159,11 @@ impl Engine {
         started: Instant,
     ) -> Result<(Opened, Duration), (Failure, Option<Instant>)> {
         let Try { target, health, drill, last_resort } = *one;
-        let tokens = req.estimated_tokens();
-        let candidate = Candidate { provider: &target.provider, tokens, health, last_resort };
-        let skipped = |skip: Skip| (Failure::skipped(skip.reason), Some(skip.recovers_at));
+        let candidate = Candidate { provider: &target.provider, request: req, health, last_resort };
+        let skipped = |skip: Skip| {
+            let due_back = skip.reason.yields_to_last_resort().then_some(skip.recovers_at);
+            (Failure::skipped(skip.reason), due_back)
+        };
         let mut tickets = self.admission.admit(&candidate).map_err(skipped)?;
         match self.open(target, req, route, drill, started).await {
             Ok((held, rest, ttft)) => {
