@@ -13,11 +13,11 @@ use crate::dialect::{ApiError, Dialect, ErrorKind};
 impl From<ProxyError> for ApiError {
     fn from(err: ProxyError) -> Self {
         let status = StatusCode::from_u16(err.status()).unwrap_or(StatusCode::BAD_GATEWAY);
-        let kind = match err.kind() {
-            "upstream_rejected" => ErrorKind::InvalidRequest,
-            "shutting_down" => ErrorKind::Unavailable,
-            _ if status == StatusCode::TOO_MANY_REQUESTS => ErrorKind::RateLimit,
-            _ => ErrorKind::Upstream,
+        let kind = match &err {
+            ProxyError::Rejected { .. } => ErrorKind::InvalidRequest,
+            ProxyError::ShuttingDown => ErrorKind::Unavailable,
+            ProxyError::AllFailed(_) if status == StatusCode::TOO_MANY_REQUESTS => ErrorKind::RateLimit,
+            ProxyError::AllFailed(_) => ErrorKind::Upstream,
         };
         let retry_after_secs = err.retry_after().map(|wait| wait.as_secs_f64().ceil() as u64);
         ApiError::new(status, kind, err.kind(), err.to_string()).with_retry_after(retry_after_secs)
