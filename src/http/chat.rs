@@ -63,7 +63,8 @@ async fn serve<D: Dialect>(state: &AppState, id: Arc<str>, request: Request) -> 
     let config = state.config();
     let key = config.access.keys.identify(request.headers()).map_err(ApiError::denied)?;
     let content_type = request.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
-    if !content_type.trim_start().to_ascii_lowercase().starts_with("application/json") {
+    let json = content_type.trim_start().get(..16).is_some_and(|start| start.eq_ignore_ascii_case("application/json"));
+    if !json {
         return Err(ApiError::unsupported_media_type(content_type));
     }
     let drills = admin::drills(request.headers(), &config)?;
