@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use serde_json::Value;
+pub use crate::request::{ChatRequest, DEFAULT_OUTPUT_RESERVE, Message, Role, Tool};
 
 /// One unit of an answer, the same for every provider, so the core can apply
 /// one deadline, one commit rule and one encoder whatever answered.
@@ -14,6 +14,10 @@ pub enum Event {
     Text(String),
     /// A fragment of a tool call, keyed by `index` as OpenAI streams them.
     ToolCall(ToolCallDelta),
+    /// A fragment of the model's reasoning (Anthropic's thinking, Gemini's
+    /// thoughts): never answer text, and no first token unless the route
+    /// streams reasoning to the client.
+    Reasoning(String),
     /// Token counts so far; later values replace earlier ones.
     Usage(Usage),
     /// The provider said the answer is over, and why.
@@ -27,7 +31,7 @@ impl Event {
         match self {
             Event::Text(text) => !text.is_empty(),
             Event::ToolCall(_) | Event::Finish(_) => true,
-            Event::Usage(_) => false,
+            Event::Usage(_) | Event::Reasoning(_) => false,
         }
     }
 
@@ -35,7 +39,7 @@ impl Event {
     /// id, name and arguments), for the caps on what baton holds.
     pub fn answer_bytes(&self) -> usize {
         match self {
-            Event::Text(text) => text.len(),
+            Event::Text(text) | Event::Reasoning(text) => text.len(),
             Event::ToolCall(call) => {
                 call.arguments.len()
                     + call.id.as_ref().map_or(0, String::len)
@@ -67,6 +71,10 @@ pub struct Usage {
     pub input_tokens: Option<u64>,
     /// Tokens generated so far.
     pub output_tokens: Option<u64>,
+    /// Of the prompt's tokens, those read from the provider's cache.
+    pub cached_input_tokens: Option<u64>,
+    /// Of the generated tokens, those spent reasoning.
+    pub reasoning_tokens: Option<u64>,
 }
 
 impl Usage {
@@ -75,6 +83,8 @@ impl Usage {
     pub fn merge(&mut self, later: Usage) {
         self.input_tokens = later.input_tokens.or(self.input_tokens);
         self.output_tokens = later.output_tokens.or(self.output_tokens);
+        self.cached_input_tokens = later.cached_input_tokens.or(self.cached_input_tokens);
+        self.reasoning_tokens = later.reasoning_tokens.or(self.reasoning_tokens);
     }
 
     /// The counts of two attempts together (a resumed answer's), saturating
@@ -87,6 +97,8 @@ impl Usage {
         Usage {
             input_tokens: add(self.input_tokens, other.input_tokens),
             output_tokens: add(self.output_tokens, other.output_tokens),
+            cached_input_tokens: add(self.cached_input_tokens, other.cached_input_tokens),
+            reasoning_tokens: add(self.reasoning_tokens, other.reasoning_tokens),
         }
     }
 }
@@ -116,72 +128,6 @@ impl FinishReason {
     }
 }
 
-/// Who said a message, reduced to what every provider can express.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    /// Instructions; Anthropic and Gemini take them outside the message list.
-    System,
-    /// The person or application asking.
-    User,
-    /// A previous answer.
-    Assistant,
-}
-
-/// One message of the conversation, as text.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Message {
-    /// Who said it.
-    pub role: Role,
-    /// What was said.
-    pub content: String,
-}
-
-/// A function the model may call, with its JSON Schema parameters.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Tool {
-    /// The function name.
-    pub name: String,
-    /// What the function does, for the model.
-    pub description: Option<String>,
-    /// The JSON Schema of the arguments.
-    pub parameters: Value,
-}
-
-/// The client's request with the dialect stripped away: what every adapter
-/// translates into its provider's body. The upstream model comes from the route.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ChatRequest {
-    /// The conversation, in order.
-    pub messages: Vec<Message>,
-    /// The generation limit; adapters that require one supply a default.
-    pub max_tokens: Option<u32>,
-    /// Sampling temperature.
-    pub temperature: Option<f64>,
-    /// Nucleus sampling.
-    pub top_p: Option<f64>,
-    /// Stop sequences.
-    pub stop: Vec<String>,
-    /// Functions the model may call.
-    pub tools: Vec<Tool>,
-}
-
-/// Output reserved against a token quota when the request sets no limit.
-pub const DEFAULT_OUTPUT_RESERVE: u64 = 1024;
-
-impl ChatRequest {
-    /// Tokens this request may cost, for quotas before it is sent: its
-    /// input estimated at four characters a token (one rule for every
-    /// provider's tokenizer, within tens of percent for English; the
-    /// reservation is settled to the usage the provider reports), plus its
-    /// output limit, or [`DEFAULT_OUTPUT_RESERVE`].
-    pub fn estimated_tokens(&self) -> u64 {
-        let chars: usize = self.messages.iter().map(|m| m.content.len()).sum::<usize>()
-            + self.tools.iter().map(|t| t.name.len() + t.parameters.to_string().len()).sum::<usize>();
-        let input = u64::try_from(chars.div_ceil(4)).unwrap_or(u64::MAX);
-        input.saturating_add(self.max_tokens.map_or(DEFAULT_OUTPUT_RESERVE, u64::from))
-    }
-}
-
 /// Who answered a request, and after how many attempts: what the response
 /// headers, the request record and resume need to know of the winner.
 #[derive(Debug, Clone)]
@@ -194,4 +140,6 @@ pub struct Winner {
     pub attempts: u32,
     /// The winner's position among the route's targets.
     pub target: usize,
+    /// Request fields the winner was sent without (`unsupported_params = "drop"`).
+    pub dropped: Vec<String>,
 }

@@ -11,6 +11,7 @@ pub mod http;
 pub mod mock;
 pub mod observe;
 pub mod providers;
+pub mod request;
 pub mod resilience;
 
 pub use http::{AppState, app};

@@ -90,7 +90,13 @@ async fn openai_text_with_usage() {
     assert_eq!(text_of(&events), "Hello! How can I help you today? 👋");
     assert_eq!(events.first(), Some(&Event::Text("Hello".into())), "the role-only chunk gives no event");
     assert_eq!(finish(&events), vec![FinishReason::Stop]);
-    assert_eq!(last_usage(&events), Usage { input_tokens: Some(19), output_tokens: Some(10) });
+    let usage = Usage {
+        input_tokens: Some(19),
+        output_tokens: Some(10),
+        cached_input_tokens: Some(0),
+        reasoning_tokens: Some(0),
+    };
+    assert_eq!(last_usage(&events), usage, "the details are kept");
     cut_before(ProviderKind::OpenAi, "text", "\"finish_reason\":\"stop\"").await;
 }
 
@@ -131,7 +137,7 @@ async fn anthropic_text_with_usage() {
     assert_eq!(text_of(&events), "Hello! Ça va? 👋");
     assert_eq!(finish(&events), vec![FinishReason::Stop]);
     assert_eq!(events.last(), Some(&Event::Finish(FinishReason::Stop)), "finish comes at message_stop");
-    assert_eq!(last_usage(&events), Usage { input_tokens: Some(25), output_tokens: Some(15) });
+    assert_eq!(last_usage(&events), Usage { input_tokens: Some(25), output_tokens: Some(15), ..Usage::default() });
     cut_before(ProviderKind::Anthropic, "text", "event: message_stop").await;
 }
 
@@ -164,7 +170,7 @@ async fn gemini_text_with_usage() {
     assert_no_empty_text(&events);
     assert_eq!(text_of(&events), "Hello! How can I help you today? 👋");
     assert_eq!(finish(&events), vec![FinishReason::Stop]);
-    assert_eq!(last_usage(&events), Usage { input_tokens: Some(8), output_tokens: Some(11) });
+    assert_eq!(last_usage(&events), Usage { input_tokens: Some(8), output_tokens: Some(11), ..Usage::default() });
     cut_before(ProviderKind::Gemini, "text", "\"finishReason\"").await;
 }
 
@@ -173,7 +179,25 @@ async fn gemini_thoughts_are_not_answer_text() {
     let (events, error) = replay(ProviderKind::Gemini, "thought").await;
     assert_eq!(error, None);
     assert_eq!(text_of(&events), "Hi there.");
+    assert_eq!(reasoning_of(&events), "**Planning the reply** The user greets me.", "thoughts are reasoning events");
     assert_eq!(finish(&events), vec![FinishReason::Length]);
+    let usage = last_usage(&events);
+    assert_eq!((usage.output_tokens, usage.reasoning_tokens), (Some(35), Some(32)), "thoughts count as output");
+}
+
+#[tokio::test]
+async fn anthropic_thinking_is_reasoning_and_cache_reads_count_in_the_prompt() {
+    let (events, error) = replay(ProviderKind::Anthropic, "thinking_cached").await;
+    assert_eq!(error, None);
+    assert_eq!(text_of(&events), "27 × 453 = 12,231.");
+    assert_eq!(reasoning_of(&events), "The user wants 27 * 453. 27 * 453 = 12231.");
+    let usage = last_usage(&events);
+    assert_eq!((usage.input_tokens, usage.cached_input_tokens), (Some(2060), Some(2048)));
+    assert_eq!(usage.output_tokens, Some(58));
+}
+
+fn reasoning_of(events: &[Event]) -> String {
+    events.iter().filter_map(|e| if let Event::Reasoning(t) = e { Some(t.as_str()) } else { None }).collect()
 }
 
 #[tokio::test]

@@ -33,10 +33,7 @@ fn config(route: &str, targets: &[&str]) -> Config {
 }
 
 fn call() -> Call {
-    let request = ChatRequest {
-        messages: vec![Message { role: Role::User, content: "tell me".into() }],
-        ..ChatRequest::default()
-    };
+    let request = ChatRequest { messages: vec![Message::text(Role::User, "tell me")], ..ChatRequest::default() };
     Call { id: Arc::from("req_test"), request, drills: Default::default() }
 }
 
@@ -183,7 +180,7 @@ async fn a_broken_stream_is_resumed_by_the_next_target_and_spliced() {
     assert_eq!(text, "w0 w1 w2", "every word once");
     let continuation = &scripted.opened()[1].request;
     let last = continuation.messages.last().expect("a message");
-    assert!(last.content.contains("<partial>w0 w1</partial>"), "b was given the text so far: {last:?}");
+    assert!(last.joined_text().contains("<partial>w0 w1</partial>"), "b was given the text so far: {last:?}");
 }
 
 #[tokio::test(start_paused = true)]
@@ -248,7 +245,7 @@ async fn every_admitted_attempt_is_settled_once_with_its_outcome_and_usage() {
     let scripted = Scripted::new();
     scripted.then("a", Script::fails(ProviderError::Server { status: 500, message: String::new() }));
     scripted.then("b", Script::answer().then_silent());
-    let usage = Usage { input_tokens: Some(7), output_tokens: Some(2) };
+    let usage = Usage { input_tokens: Some(7), output_tokens: Some(2), ..Usage::default() };
     scripted.then("c", Script::answer().wait(50 * MS).text("c").event(Event::Usage(usage)).finish());
     let recorder = Arc::new(Recorder::default());
     let policies: Vec<Box<dyn Policy>> = vec![Box::new(Recording(Arc::clone(&recorder)))];
@@ -298,7 +295,7 @@ async fn a_provider_over_its_request_quota_is_skipped_until_it_has_room() {
 async fn token_reservations_are_settled_to_the_reported_usage() {
     // Each request reserves its estimate (a few input tokens + 1,024 for output).
     let config = quota_config("tpm = 1500");
-    let small = Usage { input_tokens: Some(5), output_tokens: Some(3) };
+    let small = Usage { input_tokens: Some(5), output_tokens: Some(3), ..Usage::default() };
     let scripted = Scripted::new();
     scripted.then("a", Script::answer().text("a").event(Event::Usage(small)).finish()).then("b", healthy("b"));
     let engine = engine(&config, &scripted);

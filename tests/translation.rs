@@ -65,7 +65,8 @@ fn openai_receives_chat_completions() {
         assert_eq!(body["stream"], true);
         assert_eq!(body["stream_options"], json!({ "include_usage": true }));
         assert_eq!(body["messages"][0], json!({ "role": "system", "content": "be brief" }));
-        assert_eq!(body["messages"][3], json!({ "role": "user", "content": "weather in Paris?" }));
+        let parts = json!([{ "type": "text", "text": "weather " }, { "type": "text", "text": "in Paris?" }]);
+        assert_eq!(body["messages"][3], json!({ "role": "user", "content": parts }), "parts as the client sent them");
         assert_eq!(
             (body["max_tokens"].clone(), body["temperature"].clone(), body["top_p"].clone()),
             (json!(77), json!(0.3), json!(0.8))
@@ -106,7 +107,7 @@ fn gemini_receives_stream_generate_content() {
         let roles: Vec<&str> =
             body["contents"].as_array().expect("contents").iter().map(|m| m["role"].as_str().unwrap()).collect();
         assert_eq!(roles, vec!["user", "model", "user"]);
-        assert_eq!(body["contents"][2]["parts"][0]["text"], "weather in Paris?");
+        assert_eq!(body["contents"][2]["parts"], json!([{ "text": "weather " }, { "text": "in Paris?" }]));
         assert_eq!(body["generationConfig"]["maxOutputTokens"], 77);
         assert_eq!(body["generationConfig"]["stopSequences"], json!(["END"]));
         assert_eq!(body["tools"][0]["functionDeclarations"][0]["name"], "get_weather");

@@ -145,6 +145,8 @@ pub struct Route {
     pub max_retry_wait: Duration,
     /// What a stream that breaks after commit does.
     pub on_midstream_failure: MidstreamPolicy,
+    /// What the route does with request fields and answer parts beyond text.
+    pub surface: Surface,
     /// How many times one answer may be resumed.
     pub max_resumes: u32,
     /// Caps on what a provider's answer may make baton hold or wait for.
@@ -184,6 +186,28 @@ pub enum Hedge {
     After(Duration),
     /// The primary's recent p95 time to first token, within a floor and a ceiling.
     Auto,
+}
+
+/// A route's rules for what a request may ask beyond text (DESIGN §6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Surface {
+    /// Send a request without the fields a target cannot honour (announced
+    /// in `x-baton-dropped-params`) instead of skipping the target.
+    pub drop_unsupported: bool,
+    /// Check a `json_schema` answer against its schema before it commits.
+    pub validate_json: bool,
+    /// While reasoning arrives, measure the first-token deadline from the
+    /// latest reasoning delta: a thinking model is alive, not stalled.
+    pub reasoning_keeps_alive: bool,
+    /// Send reasoning to the client (`delta.reasoning_content`); it then
+    /// commits like a token.
+    pub stream_reasoning: bool,
+}
+
+impl Default for Surface {
+    fn default() -> Self {
+        Surface { drop_unsupported: false, validate_json: true, reasoning_keeps_alive: false, stream_reasoning: false }
+    }
 }
 
 /// What happens when a committed stream breaks.

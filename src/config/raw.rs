@@ -70,6 +70,10 @@ pub(super) struct RawRoute {
     pub retry_backoff_ms: Option<Spanned<u64>>,
     pub max_retry_wait_ms: Option<Spanned<u64>>,
     pub on_midstream_failure: Option<Spanned<String>>,
+    pub unsupported_params: Option<Spanned<String>>,
+    pub validate_json: Option<bool>,
+    pub reasoning_keeps_alive: Option<bool>,
+    pub stream_reasoning: Option<bool>,
     pub max_resumes: Option<Spanned<u32>>,
     pub targets: Spanned<Vec<Spanned<RawTarget>>>,
 }

@@ -291,6 +291,7 @@ impl Checker<'_> {
         let max_retry_wait =
             raw.max_retry_wait_ms.as_ref().map_or(DEFAULT_MAX_RETRY_WAIT, |ms| Duration::from_millis(*ms.get_ref()));
         let on_midstream_failure = self.midstream(raw, &key("on_midstream_failure"))?;
+        let surface = self.surface(raw, &key("unsupported_params"))?;
         let max_resumes = raw.max_resumes.as_ref().map_or(1, |n| *n.get_ref());
         if raw.targets.get_ref().is_empty() {
             return Err(self.error(&raw.targets, key("targets"), "a route needs at least one target"));
@@ -305,6 +306,7 @@ impl Checker<'_> {
             retry_backoff,
             max_retry_wait,
             on_midstream_failure,
+            surface,
             max_resumes,
             limits,
             targets,
@@ -342,6 +344,30 @@ impl Checker<'_> {
             "resume" => Ok(MidstreamPolicy::Resume),
             other => Err(self.error(value, key.to_owned(), format!("{other:?} is neither \"error\" nor \"resume\""))),
         }
+    }
+
+    fn surface(&self, raw: &RawRoute, key: &str) -> Result<Surface, ConfigError> {
+        let defaults = Surface::default();
+        let drop_unsupported = match &raw.unsupported_params {
+            None => false,
+            Some(value) => match value.get_ref().as_str() {
+                "refuse" => false,
+                "drop" => true,
+                other => {
+                    return Err(self.error(
+                        value,
+                        key.to_owned(),
+                        format!("{other:?} is neither \"refuse\" nor \"drop\""),
+                    ));
+                }
+            },
+        };
+        Ok(Surface {
+            drop_unsupported,
+            validate_json: raw.validate_json.unwrap_or(defaults.validate_json),
+            reasoning_keeps_alive: raw.reasoning_keeps_alive.unwrap_or(defaults.reasoning_keeps_alive),
+            stream_reasoning: raw.stream_reasoning.unwrap_or(defaults.stream_reasoning),
+        })
     }
 
     fn targets(

@@ -8,7 +8,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use tokio::time::{Instant, sleep, sleep_until, timeout_at};
 
-use super::commit::{CommitClock, Next};
+use super::commit::{CommitClock, Next, ReasoningRule};
 use super::drill::{DrillFault, Drilled};
 use super::splice;
 use super::{AttemptRecord, Engine, Failure, Plan};
@@ -16,6 +16,7 @@ use crate::admission::{Candidate, Settlement, Skip, Tickets};
 use crate::config::{Route, Target};
 use crate::event::{ChatRequest, Event};
 use crate::providers::{EventStream, Opener, ProviderError, Upstream};
+use crate::request::Field;
 use crate::resilience::{ProviderHealth, backoff};
 
 /// The events read before commit (the [`CommitClock`] bounds how many).
@@ -43,6 +44,9 @@ pub(super) struct Opened {
     pub rest: EventStream,
     /// The admission tickets, settled when the answer ends.
     pub tickets: Tickets,
+    /// The fields left out of the request because the target cannot honour
+    /// them and the route drops such fields.
+    pub dropped: Vec<Field>,
 }
 
 /// How one target's turn ended: what failed along the way, and the opened
@@ -111,13 +115,29 @@ impl Engine {
         let health = self.health.provider(&target.provider.name);
         let drill = plan.drills.for_provider(&target.provider.name);
         let (mut req, mut prefilled) = ask.request_for(target);
+        let unsupported = target.provider.kind.adapter().unsupported(&req);
+        if !unsupported.is_empty() && !route.surface.drop_unsupported {
+            let failure = Failure::Unsupported(unsupported);
+            self.observe_attempt(plan.id, target, &health, 0, Instant::now(), Err(&failure));
+            run.failures.push(AttemptRecord {
+                provider: target.provider.name.clone(),
+                model: target.model.clone(),
+                failure,
+                elapsed: Duration::ZERO,
+            });
+            return run;
+        }
+        if !unsupported.is_empty() {
+            req = Cow::Owned(req.without(&unsupported));
+        }
         let mut retry = 0;
         loop {
             let started = Instant::now();
             let one = Try { target, health: &health, drill, last_resort: forced };
             let mut failure = match self.try_once(&one, &req, route, started).await {
-                Ok((opened, ttft)) => {
+                Ok((mut opened, ttft)) => {
                     self.observe_attempt(plan.id, target, &health, retry, started, Ok(ttft));
+                    opened.dropped = unsupported;
                     run.opened = Some(opened);
                     return run;
                 }
@@ -175,7 +195,7 @@ impl Engine {
                         tickets
                     }
                 };
-                Ok((Opened { held, rest, tickets }, ttft))
+                Ok((Opened { held, rest, tickets, dropped: Vec::new() }, ttft))
             }
             Err(mut failure) => {
                 if drill.is_some() {
@@ -276,7 +296,12 @@ impl Engine {
         drill: Option<DrillFault>,
         started: Instant,
     ) -> Result<(Vec<Event>, EventStream, Duration), Failure> {
-        let clock = CommitClock::start(started, target.first_token_timeout, route.idle_timeout, route.commit);
+        let reasoning = ReasoningRule {
+            streamed: route.surface.stream_reasoning,
+            keeps_alive: route.surface.reasoning_keeps_alive,
+        };
+        let clock =
+            CommitClock::start(started, target.first_token_timeout, route.idle_timeout, route.commit, reasoning);
         let upstream = Upstream {
             base_url: &target.provider.base_url,
             api_key: target.provider.api_key.as_ref().map(|key| key.expose()),
@@ -320,6 +345,8 @@ async fn read_to_commit(
         };
         let event = event?;
         clock.event(&event, Instant::now());
-        held.push(event);
+        if clock.keeps(&event) {
+            held.push(event);
+        }
     }
 }

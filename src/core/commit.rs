@@ -42,10 +42,24 @@ pub(super) enum Next {
     Fail(Failure),
 }
 
+/// How an attempt's reasoning counts on its way to commit.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct ReasoningRule {
+    /// It goes to the client, so it commits like a token.
+    pub streamed: bool,
+    /// Before the first token, each reasoning delta restarts the
+    /// first-token deadline: the model is thinking, not stalled.
+    pub keeps_alive: bool,
+}
+
 /// One attempt's deadlines and what it has read so far.
 #[derive(Debug)]
 pub(super) struct CommitClock {
     started: Instant,
+    reasoning: ReasoningRule,
+    /// What the first-token deadline runs from: the start, or the latest
+    /// reasoning delta when reasoning keeps the attempt alive.
+    alive_since: Instant,
     first_token_timeout: Duration,
     idle: Duration,
     window: CommitWindow,
@@ -58,9 +72,17 @@ pub(super) struct CommitClock {
 
 impl CommitClock {
     /// An attempt that started at `started`.
-    pub(super) fn start(started: Instant, first_token_timeout: Duration, idle: Duration, window: CommitWindow) -> Self {
+    pub(super) fn start(
+        started: Instant,
+        first_token_timeout: Duration,
+        idle: Duration,
+        window: CommitWindow,
+        reasoning: ReasoningRule,
+    ) -> Self {
         CommitClock {
             started,
+            reasoning,
+            alive_since: started,
             first_token_timeout,
             idle,
             window,
@@ -74,7 +96,12 @@ impl CommitClock {
 
     /// When the first token is due: opening the answer counts against it too.
     pub(super) fn first_token_deadline(&self) -> Instant {
-        super::later(self.started, self.first_token_timeout)
+        super::later(self.alive_since, self.first_token_timeout)
+    }
+
+    /// Whether `event` is held for the client: reasoning only when streamed.
+    pub(super) fn keeps(&self, event: &Event) -> bool {
+        self.reasoning.streamed || !matches!(event, Event::Reasoning(_))
     }
 
     /// The failure when the first token did not come in time.
@@ -85,11 +112,17 @@ impl CommitClock {
     /// `event` arrived at `now`.
     pub(super) fn event(&mut self, event: &Event, now: Instant) {
         self.last_event_at = now;
-        if event.is_content() {
+        let reasoning = matches!(event, Event::Reasoning(_));
+        if reasoning && self.reasoning.keeps_alive && self.first_token_at.is_none() {
+            self.alive_since = now;
+        }
+        if event.is_content() || (reasoning && self.reasoning.streamed) {
             self.tokens = self.tokens.saturating_add(1);
             self.first_token_at.get_or_insert(now);
         }
-        self.held_bytes = self.held_bytes.saturating_add(event.answer_bytes());
+        if self.keeps(event) {
+            self.held_bytes = self.held_bytes.saturating_add(event.answer_bytes());
+        }
         self.finished |= matches!(event, Event::Finish(_));
     }
 
@@ -134,7 +167,8 @@ mod tests {
 
     fn clock(tokens: u32, after: Duration) -> (CommitClock, Instant) {
         let start = Instant::now();
-        (CommitClock::start(start, 500 * MS, 200 * MS, CommitWindow { tokens, after }), start)
+        let window = CommitWindow { tokens, after };
+        (CommitClock::start(start, 500 * MS, 200 * MS, window, ReasoningRule::default()), start)
     }
 
     fn text(word: &str) -> Event {
@@ -184,6 +218,26 @@ mod tests {
         let (mut clock, start) = self::clock(10, Duration::from_secs(60));
         clock.event(&Event::Text("x".repeat(MAX_HELD_BYTES)), start);
         assert_eq!(clock.at(start), Next::Commit { ttft: Duration::ZERO });
+    }
+
+    #[test]
+    fn reasoning_is_no_first_token_but_may_keep_the_attempt_alive() {
+        let start = Instant::now();
+        let window = CommitWindow { tokens: 1, after: Duration::ZERO };
+        let thinking = Event::Reasoning("hmm".into());
+        let mut plain = CommitClock::start(start, 500 * MS, 200 * MS, window, ReasoningRule::default());
+        plain.event(&thinking, start + 400 * MS);
+        assert!(!plain.keeps(&thinking), "reasoning the client does not see is not held");
+        assert!(matches!(plain.at(start + 500 * MS), Next::Fail(Failure::FirstTokenTimeout(_))));
+        let alive = ReasoningRule { keeps_alive: true, streamed: false };
+        let mut thinker = CommitClock::start(start, 500 * MS, 200 * MS, window, alive);
+        thinker.event(&thinking, start + 400 * MS);
+        assert_eq!(thinker.at(start + 500 * MS), Next::Hold { wake_at: start + 900 * MS }, "measured from the thought");
+        assert!(matches!(thinker.at(start + 900 * MS), Next::Fail(Failure::FirstTokenTimeout(_))));
+        let mut streamed =
+            CommitClock::start(start, 500 * MS, 200 * MS, window, ReasoningRule { streamed: true, keeps_alive: false });
+        streamed.event(&thinking, start + 40 * MS);
+        assert_eq!(streamed.at(start + 40 * MS), Next::Commit { ttft: 40 * MS }, "streamed reasoning commits");
     }
 
     #[test]

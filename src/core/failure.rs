@@ -7,6 +7,12 @@ use thiserror::Error;
 
 use crate::admission::SkipReason;
 use crate::providers::{Class, ProviderError};
+use crate::request::Field;
+
+/// Fields, comma-separated, for messages.
+fn list(fields: &[Field]) -> String {
+    fields.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+}
 
 /// One attempt's failure: the provider's own error, a deadline the core
 /// enforced, or a candidate skipped without being tried.
@@ -40,6 +46,9 @@ pub enum Failure {
     /// Skipped: the provider asked for no requests until this much later.
     #[error("skipped: rate limited for {} ms more", .0.as_millis())]
     CoolingDown(Duration),
+    /// Skipped: the target cannot honour these fields of the request.
+    #[error("skipped: cannot honour {}", list(.0))]
+    Unsupported(Vec<Field>),
     /// The proxy is shutting down and its grace period is over.
     #[error("the proxy is shutting down")]
     ShuttingDown,
@@ -81,6 +90,7 @@ impl Failure {
             Failure::BreakerOpen => Class { skip: true, ..Class::baton("breaker_open") },
             Failure::CoolingDown(_) => Class { skip: true, rate_limited: true, ..Class::baton("cooling_down") },
             Failure::OverQuota(_) => Class { skip: true, rate_limited: true, ..Class::baton("over_quota") },
+            Failure::Unsupported(_) => Class { skip: true, ..Class::baton("unsupported") },
             Failure::ShuttingDown => Class::baton("shutting_down"),
             Failure::Unresumed { broke, .. } => Class { charge_breaker: false, ..broke.class() },
             Failure::Drill(real) => Class { label: "drill", charge_breaker: false, ..real.class() },
@@ -158,6 +168,14 @@ pub enum ProxyError {
     /// The proxy is shutting down and stopped waiting for an answer.
     #[error("the proxy is shutting down")]
     ShuttingDown,
+    /// No target of the route can honour some fields of the request.
+    #[error("no target of this route can honour {}: {}", .fields.join(", "), .targets.join("; "))]
+    Unsupported {
+        /// The fields, as the client wrote them.
+        fields: Vec<String>,
+        /// Each target, with what it could not honour.
+        targets: Vec<String>,
+    },
     /// A provider said the request itself is wrong; it is passed back as is.
     #[error("{provider}: {message}")]
     Rejected {
@@ -171,6 +189,25 @@ pub enum ProxyError {
 }
 
 impl ProxyError {
+    /// The client's error when every target skipped the request for fields
+    /// it cannot honour (`records` are those skips).
+    pub(super) fn unsupported(records: &[AttemptRecord]) -> Self {
+        let mut fields: Vec<String> = Vec::new();
+        let mut targets = Vec::new();
+        for record in records {
+            if let Failure::Unsupported(missing) = &record.failure {
+                let names: Vec<String> = missing.iter().map(ToString::to_string).collect();
+                targets.push(format!("{} ({}) cannot honour {}", record.provider, record.model, names.join(", ")));
+                for name in names {
+                    if !fields.contains(&name) {
+                        fields.push(name);
+                    }
+                }
+            }
+        }
+        ProxyError::Unsupported { fields, targets }
+    }
+
     /// The client's error for a request a provider rejected as malformed.
     pub(super) fn rejected(record: AttemptRecord) -> Self {
         let (status, message) = match record.failure {
@@ -187,6 +224,7 @@ impl ProxyError {
         let attempts = match self {
             ProxyError::AllFailed(attempts) => attempts,
             ProxyError::Rejected { status, .. } => return *status,
+            ProxyError::Unsupported { .. } => return 400,
             ProxyError::ShuttingDown => return 503,
         };
         let all = |test: fn(&Failure) -> bool| !attempts.is_empty() && attempts.iter().all(|a| test(&a.failure));
@@ -215,6 +253,7 @@ impl ProxyError {
     pub fn kind(&self) -> &'static str {
         match (self, self.status()) {
             (ProxyError::Rejected { .. }, _) => "upstream_rejected",
+            (ProxyError::Unsupported { .. }, _) => "unsupported_parameter",
             (ProxyError::ShuttingDown, _) => "shutting_down",
             (ProxyError::AllFailed(_), 429) => "all_rate_limited",
             (ProxyError::AllFailed(_), 503) => "all_breakers_open",

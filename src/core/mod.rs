@@ -204,14 +204,23 @@ impl Engine {
             }
             let Some(opened) = absorb(&plan, &mut queue, &mut failed, run)? else { continue };
             race.stop();
-            let (index, opened) = opened;
+            let (index, mut opened) = opened;
             let Some(target) = route.targets.get(index) else { continue };
+            let dropped: Vec<String> = opened.dropped.drain(..).map(|field| field.to_string()).collect();
             let attempts = failed.attempts_with_winner();
             let started = Instant::now();
-            match finish(relay::committed(opened.held, opened.rest, route.idle_timeout, opened.tickets)).await {
+            match finish(relay::committed(
+                opened.held,
+                opened.rest,
+                route.idle_timeout,
+                opened.tickets,
+                route.surface.stream_reasoning,
+            ))
+            .await
+            {
                 Ok(answer) => {
                     let provider = Arc::from(target.provider.name.as_str());
-                    let winner = Winner { provider, model: target.model.clone(), attempts, target: index };
+                    let winner = Winner { provider, model: target.model.clone(), attempts, target: index, dropped };
                     return Ok((winner, answer));
                 }
                 Err(failure) => failed.records.push(AttemptRecord {

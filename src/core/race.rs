@@ -151,6 +151,10 @@ impl Failures {
         if fresh && let Some(last) = self.records.pop_if(|record| !record.failure.is_failover()) {
             return ProxyError::rejected(last);
         }
+        let unsupported = |record: &AttemptRecord| matches!(record.failure, super::Failure::Unsupported(_));
+        if fresh && !self.records.is_empty() && self.records.iter().all(unsupported) {
+            return ProxyError::unsupported(&self.records);
+        }
         ProxyError::AllFailed(self.records)
     }
 }

@@ -16,48 +16,59 @@ use crate::providers::EventStream;
 pub type CommittedStream = Pin<Box<dyn Stream<Item = Result<Event, Failure>> + Send>>;
 
 /// Replays `held` (the events up to the commit point), then relays `rest`,
-/// failing with [`Failure::IdleTimeout`] when it goes silent for `idle`.
+/// failing with [`Failure::IdleTimeout`] when it goes silent for `idle`;
+/// reasoning is relayed only when the route streams it.
 /// One idle timer serves the whole stream: moving its deadline later touches
 /// no timer wheel, where a fresh timeout per event would register and cancel
 /// one each time.
-pub(super) fn committed(held: Vec<Event>, rest: EventStream, idle: Duration, tickets: Tickets) -> CommittedStream {
+pub(super) fn committed(
+    held: Vec<Event>,
+    rest: EventStream,
+    idle: Duration,
+    tickets: Tickets,
+    stream_reasoning: bool,
+) -> CommittedStream {
     let mut usage = Usage::default();
     held.iter().for_each(|event| usage_of(event, &mut usage));
     let relay = stream::unfold(Some((rest, tickets, usage, None::<Pin<Box<Sleep>>>)), move |state| async move {
         let (mut rest, tickets, mut usage, mut timer) = state?;
-        // An event that is already there needs no idle timer.
-        let next = match rest.next().now_or_never() {
-            Some(ready) => Ok(ready),
-            None => {
-                let deadline = super::later(Instant::now(), idle);
-                let timer: &mut Pin<Box<Sleep>> = match &mut timer {
-                    Some(timer) => {
-                        timer.as_mut().reset(deadline);
-                        timer
+        loop {
+            // An event that is already there needs no idle timer.
+            let next = match rest.next().now_or_never() {
+                Some(ready) => Ok(ready),
+                None => {
+                    let deadline = super::later(Instant::now(), idle);
+                    let timer: &mut Pin<Box<Sleep>> = match &mut timer {
+                        Some(timer) => {
+                            timer.as_mut().reset(deadline);
+                            timer
+                        }
+                        None => timer.insert(Box::pin(tokio::time::sleep_until(deadline))),
+                    };
+                    tokio::select! {
+                        biased;
+                        next = rest.next() => Ok(next),
+                        () = timer => Err(()),
                     }
-                    None => timer.insert(Box::pin(tokio::time::sleep_until(deadline))),
-                };
-                tokio::select! {
-                    biased;
-                    next = rest.next() => Ok(next),
-                    () = timer => Err(()),
                 }
-            }
-        };
-        let failure = match next {
-            Ok(Some(Ok(event))) => {
-                usage_of(&event, &mut usage);
-                return Some((Ok(event), Some((rest, tickets, usage, timer))));
-            }
-            Ok(None) => {
-                tickets.settle(Settlement::Completed(usage));
-                return None;
-            }
-            Ok(Some(Err(err))) => Failure::Provider(err),
-            Err(()) => Failure::IdleTimeout(idle),
-        };
-        tickets.settle(Settlement::Broke(failure.class()));
-        Some((Err(failure), None))
+            };
+            let failure = match next {
+                // Reasoning the client does not see still proves the stream alive.
+                Ok(Some(Ok(Event::Reasoning(_)))) if !stream_reasoning => continue,
+                Ok(Some(Ok(event))) => {
+                    usage_of(&event, &mut usage);
+                    return Some((Ok(event), Some((rest, tickets, usage, timer))));
+                }
+                Ok(None) => {
+                    tickets.settle(Settlement::Completed(usage));
+                    return None;
+                }
+                Ok(Some(Err(err))) => Failure::Provider(err),
+                Err(()) => Failure::IdleTimeout(idle),
+            };
+            tickets.settle(Settlement::Broke(failure.class()));
+            return Some((Err(failure), None));
+        }
     });
     Box::pin(stream::iter(held.into_iter().map(Ok)).chain(relay))
 }

@@ -12,7 +12,7 @@ do not repeat any of it, add no preamble, and keep its language and format. The 
 /// message, for providers that continue their own prefilled reply.
 pub fn prefill_request(original: &ChatRequest, partial: &str) -> ChatRequest {
     let mut request = original.clone();
-    request.messages.push(Message { role: Role::Assistant, content: partial.to_owned() });
+    request.messages.push(Message::text(Role::Assistant, partial));
     request
 }
 
@@ -21,7 +21,7 @@ pub fn prefill_request(original: &ChatRequest, partial: &str) -> ChatRequest {
 pub fn instruction_request(original: &ChatRequest, partial: &str) -> ChatRequest {
     let mut request = original.clone();
     let content = format!("{CONTINUE_INSTRUCTION}\n<partial>{partial}</partial>");
-    request.messages.push(Message { role: Role::User, content });
+    request.messages.push(Message::text(Role::User, content));
     request
 }
 
@@ -176,14 +176,11 @@ mod tests {
 
     #[test]
     fn requests_carry_the_partial_answer() {
-        let original = ChatRequest {
-            messages: vec![Message { role: Role::User, content: "tell me".into() }],
-            ..ChatRequest::default()
-        };
+        let original = ChatRequest { messages: vec![Message::text(Role::User, "tell me")], ..ChatRequest::default() };
         let prefill = prefill_request(&original, "once upon");
-        assert_eq!(prefill.messages.last(), Some(&Message { role: Role::Assistant, content: "once upon".into() }));
+        assert_eq!(prefill.messages.last(), Some(&Message::text(Role::Assistant, "once upon")));
         let instruction = instruction_request(&original, "once upon");
-        let last = instruction.messages.last().map(|m| (m.role, m.content.as_str()));
+        let last = instruction.messages.last().map(|m| (m.role, m.joined_text()));
         assert!(matches!(last, Some((Role::User, text)) if text.ends_with("<partial>once upon</partial>")));
         assert_eq!(instruction.messages.len(), 2);
     }

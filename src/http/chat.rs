@@ -217,6 +217,14 @@ fn winner_headers(headers: &mut HeaderMap, winner: &Winner) {
             headers.insert(name, value);
         }
     }
+    // Field names are the client's JSON keys: anything a header cannot carry becomes `?`.
+    let dropped: String =
+        winner.dropped.join(", ").chars().map(|c| if c == ' ' || c.is_ascii_graphic() { c } else { '?' }).collect();
+    if !dropped.is_empty()
+        && let Ok(value) = HeaderValue::from_str(&dropped)
+    {
+        headers.insert("x-baton-dropped-params", value);
+    }
 }
 
 /// Reads the body within `timeout`, refusing it as soon as it passes

@@ -22,6 +22,7 @@ pub use error::{Class, ProviderError, Source};
 pub use sse::SseEvent;
 
 use crate::event::{ChatRequest, Event};
+use crate::request::Field;
 
 /// The one stream type every adapter produces and the core consumes.
 pub type EventStream = Pin<Box<dyn Stream<Item = Result<Event, ProviderError>> + Send>>;
@@ -108,6 +109,11 @@ pub trait Adapter: Send + Sync {
 
     /// Whether an error response says the prompt does not fit the context window.
     fn is_context_length(&self, message: &str) -> bool;
+
+    /// The fields of `req` this provider cannot honour: a target of it is
+    /// skipped before anything is sent (`unsupported`), or, where the route
+    /// says so, they are dropped. Nothing is left out silently.
+    fn unsupported(&self, req: &ChatRequest) -> Vec<Field>;
 }
 
 /// Turns one provider's SSE events into [`Event`]s: a plain state machine, so it

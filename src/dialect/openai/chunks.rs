@@ -39,6 +39,8 @@ struct Delta<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     content: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     tool_calls: Option<[ToolCall<'a>; 1]>,
 }
 
@@ -137,6 +139,9 @@ impl Encoder for ChunkEncoder {
             Event::ToolCall(call) => {
                 let size = call.arguments.len() + call.name.as_ref().map_or(0, String::len);
                 (Delta { role, tool_calls: Some([tool_call(call)]), ..Delta::default() }, None, size)
+            }
+            Event::Reasoning(text) => {
+                (Delta { role, reasoning_content: Some(text), ..Delta::default() }, None, text.len())
             }
             Event::Finish(reason) => (Delta { role, ..Delta::default() }, Some(reason.as_str()), 0),
         };
@@ -273,7 +278,10 @@ mod tests {
             data(&more)["choices"][0]["delta"],
             json!({ "tool_calls": [{ "index": 0, "function": { "arguments": "{\"city\":" } }] })
         );
-        assert_eq!(encoder.event(Event::Usage(Usage { input_tokens: Some(3), output_tokens: Some(4) })), None);
+        assert_eq!(
+            encoder.event(Event::Usage(Usage { input_tokens: Some(3), output_tokens: Some(4), ..Usage::default() })),
+            None
+        );
         let finish = encoder.event(Event::Finish(FinishReason::ToolCalls)).unwrap_or_default();
         assert_eq!(data(&finish)["choices"][0]["finish_reason"], "tool_calls");
         let done = encoder.done();

@@ -7,13 +7,14 @@ use crate::event::{Event, FinishReason, Usage};
 
 /// Assembles a whole answer into one `chat.completion` body.
 pub fn completion(answer: Answer, events: Vec<Event>) -> Value {
-    let mut text = String::new();
+    let (mut text, mut reasoning) = (String::new(), String::new());
     let mut calls: Vec<(String, String, String)> = Vec::new();
     let mut usage = Usage::default();
     let mut finish = FinishReason::Stop;
     for event in events {
         match event {
             Event::Text(fragment) => text.push_str(&fragment),
+            Event::Reasoning(fragment) => reasoning.push_str(&fragment),
             Event::ToolCall(delta) => {
                 let index = usize::try_from(delta.index).unwrap_or(usize::MAX).min(calls.len());
                 if index == calls.len() {
@@ -33,6 +34,11 @@ pub fn completion(answer: Answer, events: Vec<Event>) -> Value {
         }
     }
     let mut message = json!({ "role": "assistant", "content": if text.is_empty() && !calls.is_empty() { Value::Null } else { text.into() } });
+    if !reasoning.is_empty()
+        && let Some(fields) = message.as_object_mut()
+    {
+        fields.insert("reasoning_content".into(), reasoning.into());
+    }
     if !calls.is_empty() {
         let calls: Vec<Value> = calls
             .into_iter()
@@ -60,12 +66,12 @@ mod tests {
     #[test]
     fn a_whole_answer_assembles_text_calls_and_usage() {
         let events = vec![
-            Event::Usage(Usage { input_tokens: Some(10), output_tokens: None }),
+            Event::Usage(Usage { input_tokens: Some(10), output_tokens: None, ..Usage::default() }),
             Event::Text("Checking".into()),
             call(0, Some("call_a"), Some("get_weather"), "{\"city\":"),
             call(0, None, None, "\"Paris\"}"),
             call(1, Some("call_b"), Some("get_time"), "{}"),
-            Event::Usage(Usage { input_tokens: None, output_tokens: Some(12) }),
+            Event::Usage(Usage { input_tokens: None, output_tokens: Some(12), ..Usage::default() }),
             Event::Finish(FinishReason::ToolCalls),
         ];
         let body = completion(answer(), events);

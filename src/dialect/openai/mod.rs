@@ -89,12 +89,34 @@ struct OpenAiUsage {
     prompt_tokens: u64,
     completion_tokens: u64,
     total_tokens: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt_tokens_details: Option<PromptTokensDetails>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    completion_tokens_details: Option<CompletionTokensDetails>,
+}
+
+#[derive(Serialize)]
+struct PromptTokensDetails {
+    cached_tokens: u64,
+}
+
+#[derive(Serialize)]
+struct CompletionTokensDetails {
+    reasoning_tokens: u64,
 }
 
 impl From<Usage> for OpenAiUsage {
     fn from(usage: Usage) -> Self {
         let (prompt_tokens, completion_tokens) = (usage.input_tokens.unwrap_or(0), usage.output_tokens.unwrap_or(0));
-        OpenAiUsage { prompt_tokens, completion_tokens, total_tokens: prompt_tokens.saturating_add(completion_tokens) }
+        OpenAiUsage {
+            prompt_tokens,
+            completion_tokens,
+            total_tokens: prompt_tokens.saturating_add(completion_tokens),
+            prompt_tokens_details: usage.cached_input_tokens.map(|cached_tokens| PromptTokensDetails { cached_tokens }),
+            completion_tokens_details: usage
+                .reasoning_tokens
+                .map(|reasoning_tokens| CompletionTokensDetails { reasoning_tokens }),
+        }
     }
 }
 

@@ -67,6 +67,9 @@ enum BlockDelta {
     InputJsonDelta {
         partial_json: String,
     },
+    ThinkingDelta {
+        thinking: String,
+    },
     #[serde(other)]
     Other,
 }
@@ -80,6 +83,8 @@ struct MessageDelta {
 struct WireUsage {
     input_tokens: Option<u64>,
     output_tokens: Option<u64>,
+    cache_read_input_tokens: Option<u64>,
+    cache_creation_input_tokens: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -110,6 +115,11 @@ impl Decoder for AnthropicDecoder {
             }
             WireEvent::ContentBlockDelta { delta: BlockDelta::TextDelta { text }, .. } if !text.is_empty() => {
                 vec![Event::Text(text)]
+            }
+            WireEvent::ContentBlockDelta { delta: BlockDelta::ThinkingDelta { thinking }, .. }
+                if !thinking.is_empty() =>
+            {
+                vec![Event::Reasoning(thinking)]
             }
             WireEvent::ContentBlockDelta { index, delta: BlockDelta::InputJsonDelta { partial_json } }
                 if !partial_json.is_empty() =>
@@ -149,8 +159,23 @@ impl Decoder for AnthropicDecoder {
     }
 }
 
+/// Anthropic counts cache reads and writes apart from `input_tokens`; the
+/// shared usage counts the whole prompt, as OpenAI does, with the cache
+/// reads among it. Thinking is inside `output_tokens`, not reported apart.
 fn usage(wire: WireUsage) -> Event {
-    Event::Usage(Usage { input_tokens: wire.input_tokens, output_tokens: wire.output_tokens })
+    let cached = wire.cache_read_input_tokens;
+    let input = match (wire.input_tokens, cached, wire.cache_creation_input_tokens) {
+        (None, None, None) => None,
+        (input, read, written) => {
+            Some(input.unwrap_or(0).saturating_add(read.unwrap_or(0)).saturating_add(written.unwrap_or(0)))
+        }
+    };
+    Event::Usage(Usage {
+        input_tokens: input,
+        output_tokens: wire.output_tokens,
+        cached_input_tokens: cached,
+        ..Usage::default()
+    })
 }
 
 fn finish_reason(reason: &str) -> FinishReason {

@@ -4,17 +4,19 @@
 mod decode;
 
 use bytes::Bytes;
-use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use super::{Adapter, Decoder, ProviderError, Upstream, driver};
-use crate::event::{ChatRequest, Role};
+use crate::request::{ChatRequest, Field, Part, ResponseFormat, Role, Tool, ToolChoice};
 
 /// The API version baton's wire format follows.
 const API_VERSION: &str = "2023-06-01";
 
 /// What `max_tokens` becomes when the client leaves it out: Anthropic requires one.
 const DEFAULT_MAX_TOKENS: u32 = 4096;
+
+/// What a `json_object` request adds to the system prompt.
+const JSON_OBJECT_INSTRUCTION: &str = "Answer with one JSON object and nothing else: no prose, no code fence.";
 
 /// The Anthropic adapter.
 pub struct Anthropic;
@@ -34,69 +36,243 @@ impl Adapter for Anthropic {
     fn is_context_length(&self, message: &str) -> bool {
         message.contains("prompt is too long") || message.contains("context window")
     }
-}
 
-#[derive(Serialize)]
-struct Body<'a> {
-    model: &'a str,
-    max_tokens: u32,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    system: Option<String>,
-    messages: Vec<Value>,
-    stream: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    temperature: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    top_p: Option<f64>,
-    #[serde(skip_serializing_if = "<[_]>::is_empty")]
-    stop_sequences: &'a [String],
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    tools: Vec<Value>,
-}
-
-fn body<'a>(model: &'a str, req: &'a ChatRequest) -> Body<'a> {
-    let system: Vec<&str> =
-        req.messages.iter().filter(|m| m.role == Role::System).map(|m| m.content.as_str()).collect();
-    let messages = req
-        .messages
-        .iter()
-        .filter_map(|message| match message.role {
-            Role::System => None,
-            Role::User => Some(json!({ "role": "user", "content": message.content })),
-            Role::Assistant => Some(json!({ "role": "assistant", "content": message.content })),
-        })
-        .collect();
-    let tools = req
-        .tools
-        .iter()
-        .map(|tool| json!({ "name": tool.name, "description": tool.description, "input_schema": tool.parameters }))
-        .collect();
-    Body {
-        model,
-        max_tokens: req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
-        system: (!system.is_empty()).then(|| system.join("\n\n")),
-        messages,
-        stream: true,
-        temperature: req.temperature,
-        top_p: req.top_p,
-        stop_sequences: &req.stop,
-        tools,
+    fn unsupported(&self, req: &ChatRequest) -> Vec<Field> {
+        unsupported(req)
     }
+}
+
+/// The thinking budget for each `reasoning_effort`: Anthropic's least is
+/// 1,024 tokens; `minimal` and `none` leave thinking off.
+fn thinking_budget(effort: &str) -> Option<u32> {
+    match effort {
+        "low" => Some(1024),
+        "medium" => Some(4096),
+        "high" => Some(16_384),
+        _ => None,
+    }
+}
+
+/// The request's fields Anthropic has no equivalent for. `user` becomes
+/// `metadata.user_id` and `top_k` is Anthropic's own; a field set to
+/// `null` or `false` asks for nothing and is honoured.
+fn unsupported(req: &ChatRequest) -> Vec<Field> {
+    let mut out: Vec<Field> = req
+        .extra
+        .iter()
+        .filter(|(name, value)| !asks_nothing(value) && !matches!(name.as_str(), "user" | "top_k"))
+        .map(|(name, _)| Field::top(name))
+        .collect();
+    for (i, message) in req.messages.iter().enumerate() {
+        out.extend(message.extra.iter().filter(|(_, v)| !asks_nothing(v)).map(|(name, _)| Field::message(i, name)));
+        if message.name.is_some() {
+            out.push(Field::message(i, "name"));
+        }
+        for (j, part) in message.content.iter().enumerate() {
+            if matches!(part, Part::Other(_)) {
+                out.push(Field::Part(i, j, "a part of another type"));
+            }
+        }
+    }
+    if let Some(effort) = &req.reasoning_effort
+        && thinking_budget(effort).is_some_and(|budget| req.max_tokens.is_some_and(|max| max <= budget))
+    {
+        out.push(Field::top("reasoning_effort"));
+    }
+    out
+}
+
+/// Whether a field's value asks for nothing: `null`, `false`.
+fn asks_nothing(value: &Value) -> bool {
+    matches!(value, Value::Null | Value::Bool(false))
+}
+
+/// The Messages body: system prompts outside the conversation, tool calls
+/// and results as `tool_use` / `tool_result` blocks (the results of one turn's calls
+/// sent back together in one user turn), images as
+/// `image` blocks, cache hints kept.
+fn body(model: &str, req: &ChatRequest) -> Value {
+    let max_tokens = req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS);
+    let mut body = Map::new();
+    body.insert("model".into(), json!(model));
+    body.insert("max_tokens".into(), json!(max_tokens));
+    if let Some(system) = system(req) {
+        body.insert("system".into(), system);
+    }
+    body.insert("messages".into(), Value::Array(conversation(req)));
+    body.insert("stream".into(), json!(true));
+    let optional = [
+        ("temperature", req.temperature.map(|t| json!(t))),
+        ("top_p", req.top_p.map(|p| json!(p))),
+        ("top_k", req.extra.get("top_k").filter(|v| !v.is_null()).cloned()),
+        ("stop_sequences", (!req.stop.is_empty()).then(|| json!(req.stop))),
+        ("tools", (!req.tools.is_empty()).then(|| req.tools.iter().map(tool).collect())),
+        ("tool_choice", tool_choice(req)),
+        ("metadata", req.extra.get("user").and_then(Value::as_str).map(|user| json!({ "user_id": user }))),
+        ("output_config", output_format(req)),
+        (
+            "thinking",
+            req.reasoning_effort
+                .as_deref()
+                .and_then(thinking_budget)
+                .map(|budget| json!({ "type": "enabled", "budget_tokens": budget.min(max_tokens.saturating_sub(1)) })),
+        ),
+    ];
+    for (name, value) in optional {
+        if let Some(value) = value {
+            body.insert(name.into(), value);
+        }
+    }
+    Value::Object(body)
+}
+
+/// The system messages' text, as one string, or as blocks when one carries
+/// a cache hint; a `json_object` request's instruction comes last.
+fn system(req: &ChatRequest) -> Option<Value> {
+    let json_object = (req.response_format == Some(ResponseFormat::JsonObject)).then_some(JSON_OBJECT_INSTRUCTION);
+    let parts: Vec<&Part> = req.messages.iter().filter(|m| m.role == Role::System).flat_map(|m| &m.content).collect();
+    if parts.iter().any(|part| matches!(part, Part::Text { cache: Some(_), .. })) {
+        let mut blocks: Vec<Value> = parts.into_iter().filter_map(content_block).collect();
+        blocks.extend(json_object.map(|text| json!({ "type": "text", "text": text })));
+        return Some(Value::Array(blocks));
+    }
+    let mut texts: Vec<String> =
+        req.messages.iter().filter(|m| m.role == Role::System).map(|m| m.joined_text()).collect();
+    texts.extend(json_object.map(str::to_owned));
+    (!texts.is_empty()).then(|| json!(texts.join("\n\n")))
+}
+
+/// The conversation without its system messages, one block list per turn.
+fn conversation(req: &ChatRequest) -> Vec<Value> {
+    let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::new();
+    let mut previous = None;
+    for message in &req.messages {
+        let (role, blocks) = match message.role {
+            Role::System => continue,
+            Role::User => ("user", message.content.iter().filter_map(content_block).collect()),
+            Role::Assistant => {
+                let mut blocks: Vec<Value> = message.content.iter().filter_map(content_block).collect();
+                blocks.retain(|block| block.get("text").is_none_or(|text| text != ""));
+                blocks.extend(message.tool_calls.iter().map(|call| {
+                    json!({ "type": "tool_use", "id": call.id, "name": call.name, "input": arguments(&call.arguments) })
+                }));
+                ("assistant", blocks)
+            }
+            Role::Tool => {
+                let content: Vec<Value> = message.content.iter().filter_map(content_block).collect();
+                let result = json!({ "type": "tool_result", "tool_use_id": message.tool_call_id, "content": content });
+                ("user", vec![result])
+            }
+        };
+        // Results of one turn's calls go back together, and a user's words
+        // after them join that turn; other turns stay as the client sent them.
+        let joins = previous == Some(Role::Tool) && matches!(message.role, Role::Tool | Role::User);
+        previous = Some(message.role);
+        match turns.last_mut() {
+            Some((_, held)) if joins => held.extend(blocks),
+            _ => turns.push((role, blocks)),
+        }
+    }
+    turns.into_iter().map(|(role, content)| json!({ "role": role, "content": plain(content) })).collect()
+}
+
+/// A turn that is one plain text block, as a string: what most turns are.
+fn plain(mut blocks: Vec<Value>) -> Value {
+    let one_text = blocks.len() == 1
+        && blocks[0].get("type").is_some_and(|kind| kind == "text")
+        && blocks[0].get("cache_control").is_none();
+    match blocks.pop() {
+        Some(mut block) if one_text => block["text"].take(),
+        Some(block) => {
+            blocks.push(block);
+            Value::Array(blocks)
+        }
+        None => Value::Array(blocks),
+    }
+}
+
+/// A content part as a block; parts of other types are refused before
+/// this (see [`unsupported`]).
+fn content_block(part: &Part) -> Option<Value> {
+    let (mut block, cache) = match part {
+        Part::Text { text, cache } => (json!({ "type": "text", "text": text }), cache),
+        Part::Image(image) => {
+            let source = match image.inline() {
+                Some(inline) => json!({ "type": "base64", "media_type": inline.media_type, "data": inline.data }),
+                None => json!({ "type": "url", "url": image.url }),
+            };
+            (json!({ "type": "image", "source": source }), &image.cache)
+        }
+        Part::Other(_) => return None,
+    };
+    if let Some(cache) = cache {
+        block["cache_control"] = cache.clone();
+    }
+    Some(block)
+}
+
+/// A tool call's arguments as the JSON object Anthropic wants; arguments
+/// that are not one (a model's broken JSON) go as a string inside one.
+fn arguments(arguments: &str) -> Value {
+    match serde_json::from_str::<Value>(arguments) {
+        Ok(value @ Value::Object(_)) => value,
+        _ if arguments.trim().is_empty() => json!({}),
+        _ => json!({ "arguments": arguments }),
+    }
+}
+
+fn tool(tool: &Tool) -> Value {
+    let mut out = json!({ "name": tool.name, "input_schema": tool.parameters });
+    if let Some(description) = &tool.description {
+        out["description"] = json!(description);
+    }
+    if let Some(strict) = tool.strict {
+        out["strict"] = json!(strict);
+    }
+    if let Some(cache) = &tool.cache {
+        out["cache_control"] = cache.clone();
+    }
+    out
+}
+
+/// `tool_choice`, with `parallel_tool_calls: false` as `disable_parallel_tool_use`.
+fn tool_choice(req: &ChatRequest) -> Option<Value> {
+    let mut choice = match &req.tool_choice {
+        None if req.parallel_tool_calls == Some(false) => json!({ "type": "auto" }),
+        None => return None,
+        Some(ToolChoice::Auto) => json!({ "type": "auto" }),
+        Some(ToolChoice::None) => return Some(json!({ "type": "none" })),
+        Some(ToolChoice::Required) => json!({ "type": "any" }),
+        Some(ToolChoice::Function(name)) => json!({ "type": "tool", "name": name }),
+    };
+    if req.parallel_tool_calls == Some(false) {
+        choice["disable_parallel_tool_use"] = json!(true);
+    }
+    Some(choice)
+}
+
+/// Structured output: a schema as Anthropic's native `output_config.format`
+/// (which works beside tools). Anthropic has no "any JSON object" mode, so
+/// `json_object` is asked for in the system prompt ([`JSON_OBJECT_INSTRUCTION`])
+/// and the answer checked like a schema's.
+fn output_format(req: &ChatRequest) -> Option<Value> {
+    let Some(ResponseFormat::JsonSchema(schema)) = &req.response_format else { return None };
+    Some(json!({ "format": { "type": "json_schema", "schema": schema.schema } }))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::Message;
+    use crate::request::Message;
 
     #[test]
     fn system_moves_out_and_max_tokens_is_always_set() {
         let req = ChatRequest {
             messages: vec![
-                Message { role: Role::System, content: "be brief".into() },
-                Message { role: Role::User, content: "hi".into() },
-                Message { role: Role::Assistant, content: "hello".into() },
-                Message { role: Role::User, content: "again".into() },
+                Message::text(Role::System, "be brief"),
+                Message::text(Role::User, "hi"),
+                Message::text(Role::Assistant, "hello"),
+                Message::text(Role::User, "again"),
             ],
             stop: vec!["END".into()],
             ..ChatRequest::default()

@@ -1,6 +1,6 @@
 //! Gemini's whole-response events → events. There is no `[DONE]`: the answer is
 //! complete once a candidate carries a `finishReason`. Thought parts are
-//! reasoning, not answer text, and are left out.
+//! reasoning, not answer text.
 
 use serde::Deserialize;
 
@@ -58,6 +58,8 @@ struct FunctionCall {
 struct UsageMetadata {
     prompt_token_count: Option<u64>,
     candidates_token_count: Option<u64>,
+    thoughts_token_count: Option<u64>,
+    cached_content_token_count: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -84,8 +86,10 @@ impl Decoder for GeminiDecoder {
         let candidate = response.candidates.into_iter().next().filter(|_| !self.finished);
         if let Some(candidate) = candidate {
             for part in candidate.content.map(|c| c.parts).unwrap_or_default() {
-                if let Some(text) = part.text.filter(|text| !text.is_empty() && !part.thought) {
-                    events.push(Event::Text(text));
+                match part.text.filter(|text| !text.is_empty()) {
+                    Some(text) if part.thought => events.push(Event::Reasoning(text)),
+                    Some(text) => events.push(Event::Text(text)),
+                    None => {}
                 }
                 if let Some(call) = part.function_call {
                     events.push(self.tool_call(call));
@@ -96,9 +100,17 @@ impl Decoder for GeminiDecoder {
             finish = Some(FinishReason::ContentFilter);
         }
         if let Some(usage) = response.usage_metadata {
+            // Gemini counts thoughts apart from the answer; the shared usage
+            // counts them among the output, as OpenAI does.
+            let output = match (usage.candidates_token_count, usage.thoughts_token_count) {
+                (None, None) => None,
+                (answer, thoughts) => Some(answer.unwrap_or(0).saturating_add(thoughts.unwrap_or(0))),
+            };
             events.push(Event::Usage(Usage {
                 input_tokens: usage.prompt_token_count,
-                output_tokens: usage.candidates_token_count,
+                output_tokens: output,
+                cached_input_tokens: usage.cached_content_token_count,
+                reasoning_tokens: usage.thoughts_token_count,
             }));
         }
         if let Some(reason) = finish.filter(|_| !self.finished) {

@@ -4,11 +4,10 @@
 mod decode;
 
 use bytes::Bytes;
-use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use super::{Adapter, Decoder, ProviderError, Upstream, driver};
-use crate::event::{ChatRequest, Role};
+use crate::request::{ChatRequest, Field, Part, ResponseFormat, Role, Tool, ToolChoice};
 
 /// The Gemini adapter.
 pub struct Gemini;
@@ -31,77 +30,229 @@ impl Adapter for Gemini {
     fn is_context_length(&self, message: &str) -> bool {
         message.contains("exceeds the maximum number of tokens")
     }
-}
 
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Body<'a> {
-    contents: Vec<Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    system_instruction: Option<Value>,
-    generation_config: GenerationConfig<'a>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    tools: Vec<Value>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct GenerationConfig<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    max_output_tokens: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    temperature: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    top_p: Option<f64>,
-    #[serde(skip_serializing_if = "<[_]>::is_empty")]
-    stop_sequences: &'a [String],
-}
-
-fn body(req: &ChatRequest) -> Body<'_> {
-    let system: Vec<Value> =
-        req.messages.iter().filter(|m| m.role == Role::System).map(|m| json!({ "text": m.content })).collect();
-    let contents = req
-        .messages
-        .iter()
-        .filter_map(|message| {
-            let role = match message.role {
-                Role::System => return None,
-                Role::User => "user",
-                Role::Assistant => "model",
-            };
-            Some(json!({ "role": role, "parts": [{ "text": message.content }] }))
-        })
-        .collect();
-    let declarations: Vec<Value> = req
-        .tools
-        .iter()
-        .map(|tool| json!({ "name": tool.name, "description": tool.description, "parameters": tool.parameters }))
-        .collect();
-    Body {
-        contents,
-        system_instruction: (!system.is_empty()).then(|| json!({ "parts": system })),
-        generation_config: GenerationConfig {
-            max_output_tokens: req.max_tokens,
-            temperature: req.temperature,
-            top_p: req.top_p,
-            stop_sequences: &req.stop,
-        },
-        tools: if declarations.is_empty() { Vec::new() } else { vec![json!({ "functionDeclarations": declarations })] },
+    fn unsupported(&self, req: &ChatRequest) -> Vec<Field> {
+        unsupported(req)
     }
+}
+
+/// The thinking budget for each `reasoning_effort` (`none` turns thinking
+/// off where the model allows it).
+fn thinking_budget(effort: &str) -> Option<u32> {
+    match effort {
+        "none" => Some(0),
+        "minimal" => Some(512),
+        "low" => Some(1024),
+        "medium" => Some(8192),
+        "high" => Some(24_576),
+        _ => None,
+    }
+}
+
+/// Fields of the client's dialect with a `generationConfig` equivalent.
+const GENERATION_FIELDS: [(&str, &str); 4] = [
+    ("seed", "seed"),
+    ("top_k", "topK"),
+    ("presence_penalty", "presencePenalty"),
+    ("frequency_penalty", "frequencyPenalty"),
+];
+
+/// The request's fields Gemini has no equivalent for: images by URL (baton
+/// does not fetch them), parts of other types, message names, a
+/// `parallel_tool_calls: false`, tool-call arguments that are not a JSON
+/// object, and extra fields other than [`GENERATION_FIELDS`]. A field set
+/// to `null` or `false` asks for nothing and is honoured.
+fn unsupported(req: &ChatRequest) -> Vec<Field> {
+    let mut out: Vec<Field> = req
+        .extra
+        .iter()
+        .filter(|(name, value)| !asks_nothing(value) && !GENERATION_FIELDS.iter().any(|(ours, _)| ours == name))
+        .map(|(name, _)| Field::top(name))
+        .collect();
+    if req.parallel_tool_calls == Some(false) {
+        out.push(Field::top("parallel_tool_calls"));
+    }
+    if req.reasoning_effort.as_deref().is_some_and(|effort| thinking_budget(effort).is_none()) {
+        out.push(Field::top("reasoning_effort"));
+    }
+    for (i, message) in req.messages.iter().enumerate() {
+        out.extend(message.extra.iter().filter(|(_, v)| !asks_nothing(v)).map(|(name, _)| Field::message(i, name)));
+        if message.name.is_some() {
+            out.push(Field::message(i, "name"));
+        }
+        if message.tool_calls.iter().any(|call| !matches!(arguments(&call.arguments), Some(Value::Object(_)))) {
+            out.push(Field::message(i, "tool_calls"));
+        }
+        for (j, part) in message.content.iter().enumerate() {
+            match part {
+                Part::Image(image) if image.inline().is_none() => out.push(Field::Part(i, j, "an image by URL")),
+                Part::Other(_) => out.push(Field::Part(i, j, "a part of another type")),
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// Whether a field's value asks for nothing: `null`, `false`.
+fn asks_nothing(value: &Value) -> bool {
+    matches!(value, Value::Null | Value::Bool(false))
+}
+
+/// The `generateContent` body: roles `user` and `model`, tool calls and
+/// results as `functionCall` / `functionResponse` parts (a result's
+/// function name looked up from its call id; the results of one turn's
+/// calls sent back together), images inline, structured output and thinking in
+/// `generationConfig`, JSON Schemas as Gemini's `*JsonSchema` fields take
+/// them, unconverted.
+fn body(req: &ChatRequest) -> Value {
+    let system: Vec<Value> =
+        req.messages.iter().filter(|m| m.role == Role::System).map(|m| json!({ "text": m.joined_text() })).collect();
+    let mut body = Map::new();
+    body.insert("contents".into(), Value::Array(contents(req)));
+    if !system.is_empty() {
+        body.insert("systemInstruction".into(), json!({ "parts": system }));
+    }
+    body.insert("generationConfig".into(), generation_config(req));
+    if !req.tools.is_empty() {
+        let declarations: Vec<Value> = req.tools.iter().map(declaration).collect();
+        body.insert("tools".into(), json!([{ "functionDeclarations": declarations }]));
+    }
+    if let Some(config) = tool_config(req.tool_choice.as_ref()) {
+        body.insert("toolConfig".into(), config);
+    }
+    Value::Object(body)
+}
+
+fn contents(req: &ChatRequest) -> Vec<Value> {
+    let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::new();
+    let mut previous = None;
+    for message in &req.messages {
+        let (role, parts) = match message.role {
+            Role::System => continue,
+            Role::User => ("user", message.content.iter().filter_map(part).collect()),
+            Role::Assistant => {
+                let mut parts: Vec<Value> = message.content.iter().filter_map(part).collect();
+                parts.retain(|part| part.get("text").is_none_or(|text| text != ""));
+                parts.extend(
+                    message.tool_calls.iter().map(
+                        |call| json!({ "functionCall": { "name": call.name, "args": arguments(&call.arguments) } }),
+                    ),
+                );
+                ("model", parts)
+            }
+            Role::Tool => {
+                let name = message.tool_call_id.as_deref().and_then(|id| function_named(req, id)).unwrap_or_default();
+                let text = message.joined_text();
+                let response = match serde_json::from_str::<Value>(&text) {
+                    Ok(object @ Value::Object(_)) => object,
+                    _ => json!({ "content": text }),
+                };
+                ("user", vec![json!({ "functionResponse": { "name": name, "response": response } })])
+            }
+        };
+        // Results of one turn's calls go back together, and a user's words
+        // after them join that turn; other turns stay as the client sent them.
+        let joins = previous == Some(Role::Tool) && matches!(message.role, Role::Tool | Role::User);
+        previous = Some(message.role);
+        match turns.last_mut() {
+            Some((_, held)) if joins => held.extend(parts),
+            _ => turns.push((role, parts)),
+        }
+    }
+    turns.into_iter().map(|(role, parts)| json!({ "role": role, "parts": parts })).collect()
+}
+
+/// The function of the assistant's call `id`, which Gemini wants on its result.
+fn function_named<'a>(req: &'a ChatRequest, id: &str) -> Option<&'a str> {
+    req.messages.iter().flat_map(|m| &m.tool_calls).find(|call| call.id == id).map(|call| call.name.as_str())
+}
+
+/// A tool call's arguments as the object Gemini wants (empty means none).
+fn arguments(arguments: &str) -> Option<Value> {
+    if arguments.trim().is_empty() {
+        return Some(json!({}));
+    }
+    serde_json::from_str(arguments).ok()
+}
+
+fn part(part: &Part) -> Option<Value> {
+    match part {
+        Part::Text { text, .. } => Some(json!({ "text": text })),
+        Part::Image(image) => {
+            image.inline().map(|inline| json!({ "inlineData": { "mimeType": inline.media_type, "data": inline.data } }))
+        }
+        Part::Other(_) => None,
+    }
+}
+
+fn generation_config(req: &ChatRequest) -> Value {
+    let mut config = Map::new();
+    let optional = [
+        ("maxOutputTokens", req.max_tokens.map(|max| json!(max))),
+        ("temperature", req.temperature.map(|t| json!(t))),
+        ("topP", req.top_p.map(|p| json!(p))),
+        ("stopSequences", (!req.stop.is_empty()).then(|| json!(req.stop))),
+    ];
+    for (name, value) in optional {
+        if let Some(value) = value {
+            config.insert(name.into(), value);
+        }
+    }
+    for (ours, theirs) in GENERATION_FIELDS {
+        if let Some(value) = req.extra.get(ours).filter(|v| !v.is_null()) {
+            config.insert(theirs.into(), value.clone());
+        }
+    }
+    match &req.response_format {
+        Some(ResponseFormat::JsonObject) => {
+            config.insert("responseMimeType".into(), json!("application/json"));
+        }
+        Some(ResponseFormat::JsonSchema(schema)) => {
+            config.insert("responseMimeType".into(), json!("application/json"));
+            config.insert("responseJsonSchema".into(), schema.schema.clone());
+        }
+        Some(ResponseFormat::Text) | None => {}
+    }
+    if let Some(budget) = req.reasoning_effort.as_deref().and_then(thinking_budget) {
+        config.insert("thinkingConfig".into(), json!({ "thinkingBudget": budget, "includeThoughts": budget > 0 }));
+    }
+    Value::Object(config)
+}
+
+fn declaration(tool: &Tool) -> Value {
+    let mut out = json!({ "name": tool.name });
+    if let Some(description) = &tool.description {
+        out["description"] = json!(description);
+    }
+    if !tool.parameters.is_null() {
+        out["parametersJsonSchema"] = tool.parameters.clone();
+    }
+    out
+}
+
+fn tool_config(choice: Option<&ToolChoice>) -> Option<Value> {
+    let config = match choice? {
+        ToolChoice::Auto => json!({ "mode": "AUTO" }),
+        ToolChoice::None => json!({ "mode": "NONE" }),
+        ToolChoice::Required => json!({ "mode": "ANY" }),
+        ToolChoice::Function(name) => json!({ "mode": "ANY", "allowedFunctionNames": [name] }),
+    };
+    Some(json!({ "functionCallingConfig": config }))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::Message;
+    use crate::request::Message;
 
     #[test]
     fn roles_become_user_and_model_and_limits_move_to_generation_config() {
         let req = ChatRequest {
             messages: vec![
-                Message { role: Role::System, content: "be brief".into() },
-                Message { role: Role::User, content: "hi".into() },
-                Message { role: Role::Assistant, content: "hello".into() },
+                Message::text(Role::System, "be brief"),
+                Message::text(Role::User, "hi"),
+                Message::text(Role::Assistant, "hello"),
             ],
             max_tokens: Some(64),
             top_p: Some(0.9),

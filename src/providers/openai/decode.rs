@@ -31,6 +31,9 @@ struct Choice {
 #[derive(Deserialize, Default)]
 struct Delta {
     content: Option<String>,
+    /// What compatible servers (DeepSeek, vLLM, …) stream their reasoning as.
+    #[serde(alias = "reasoning")]
+    reasoning_content: Option<String>,
     tool_calls: Option<Vec<WireToolCall>>,
 }
 
@@ -51,6 +54,18 @@ struct WireFunction {
 struct WireUsage {
     prompt_tokens: Option<u64>,
     completion_tokens: Option<u64>,
+    prompt_tokens_details: Option<PromptDetails>,
+    completion_tokens_details: Option<CompletionDetails>,
+}
+
+#[derive(Deserialize)]
+struct PromptDetails {
+    cached_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct CompletionDetails {
+    reasoning_tokens: Option<u64>,
 }
 
 impl Decoder for OpenAiDecoder {
@@ -68,6 +83,9 @@ impl Decoder for OpenAiDecoder {
         // Once the answer is over, a later chunk may bring only its usage.
         let choice = chunk.choices.into_iter().next().filter(|_| !self.finished);
         if let Some(choice) = choice {
+            if let Some(reasoning) = choice.delta.reasoning_content.filter(|text| !text.is_empty()) {
+                events.push(Event::Reasoning(reasoning));
+            }
             if let Some(text) = choice.delta.content.filter(|text| !text.is_empty()) {
                 events.push(Event::Text(text));
             }
@@ -89,6 +107,8 @@ impl Decoder for OpenAiDecoder {
             events.push(Event::Usage(Usage {
                 input_tokens: usage.prompt_tokens,
                 output_tokens: usage.completion_tokens,
+                cached_input_tokens: usage.prompt_tokens_details.and_then(|details| details.cached_tokens),
+                reasoning_tokens: usage.completion_tokens_details.and_then(|details| details.reasoning_tokens),
             }));
         }
         Ok(events)

@@ -4,11 +4,10 @@
 mod decode;
 
 use bytes::Bytes;
-use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use super::{Adapter, Decoder, ProviderError, Upstream, driver};
-use crate::event::{ChatRequest, Role};
+use crate::request::{ChatRequest, Field, LimitField, Message, Part, ResponseFormat, Role, Tool, ToolChoice};
 
 /// The OpenAI adapter.
 pub struct OpenAi;
@@ -28,81 +27,150 @@ impl Adapter for OpenAi {
     fn is_context_length(&self, message: &str) -> bool {
         message.contains("context length") || message.contains("context_length_exceeded")
     }
+
+    /// Everything is honoured: what baton does not translate is passed through.
+    fn unsupported(&self, _req: &ChatRequest) -> Vec<Field> {
+        Vec::new()
+    }
 }
 
-#[derive(Serialize)]
-struct Body<'a> {
-    model: &'a str,
-    messages: Vec<Value>,
-    stream: bool,
-    stream_options: Value,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    max_tokens: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    temperature: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    top_p: Option<f64>,
-    #[serde(skip_serializing_if = "<[_]>::is_empty")]
-    stop: &'a [String],
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    tools: Vec<Value>,
+/// The body an OpenAI-kind server gets: the client's request as it came,
+/// every field baton does not translate passed through verbatim, and usage
+/// always requested so the gateway can count tokens whether or not the
+/// client asked to see it. Cache hints are left out (OpenAI caches by itself).
+fn body(model: &str, req: &ChatRequest) -> Value {
+    let mut body = Map::new();
+    body.insert("model".into(), json!(model));
+    body.insert("messages".into(), req.messages.iter().map(message).collect());
+    body.insert("stream".into(), json!(true));
+    body.insert("stream_options".into(), json!({ "include_usage": true }));
+    if let Some(limit) = req.max_tokens {
+        let field = match req.limit_field {
+            LimitField::MaxTokens => "max_tokens",
+            LimitField::MaxCompletionTokens => "max_completion_tokens",
+        };
+        body.insert(field.into(), json!(limit));
+    }
+    let optional = [
+        ("temperature", req.temperature.map(|t| json!(t))),
+        ("top_p", req.top_p.map(|p| json!(p))),
+        ("stop", (!req.stop.is_empty()).then(|| json!(req.stop))),
+        ("tools", (!req.tools.is_empty()).then(|| req.tools.iter().map(tool).collect())),
+        ("tool_choice", req.tool_choice.as_ref().map(tool_choice)),
+        ("parallel_tool_calls", req.parallel_tool_calls.map(Value::Bool)),
+        ("response_format", req.response_format.as_ref().map(response_format)),
+        ("reasoning_effort", req.reasoning_effort.as_ref().map(|effort| json!(effort))),
+    ];
+    for (name, value) in optional {
+        if let Some(value) = value {
+            body.insert(name.into(), value);
+        }
+    }
+    for (name, value) in &req.extra {
+        body.entry(name.clone()).or_insert_with(|| value.clone());
+    }
+    Value::Object(body)
 }
 
-/// Usage is always requested so the gateway can count tokens, whether or not
-/// the client asked to see it.
-fn body<'a>(model: &'a str, req: &'a ChatRequest) -> Body<'a> {
-    let messages = req
-        .messages
-        .iter()
-        .map(|message| {
-            let role = match message.role {
-                Role::System => "system",
-                Role::User => "user",
-                Role::Assistant => "assistant",
-            };
-            json!({ "role": role, "content": message.content })
-        })
-        .collect();
-    let tools = req
-        .tools
-        .iter()
-        .map(|tool| {
-            json!({ "type": "function", "function": {
-                "name": tool.name, "description": tool.description, "parameters": tool.parameters,
-            }})
-        })
-        .collect();
-    Body {
-        model,
-        messages,
-        stream: true,
-        stream_options: json!({ "include_usage": true }),
-        max_tokens: req.max_tokens,
-        temperature: req.temperature,
-        top_p: req.top_p,
-        stop: &req.stop,
-        tools,
+fn message(message: &Message) -> Value {
+    let role = match message.role {
+        Role::System => "system",
+        Role::User => "user",
+        Role::Assistant => "assistant",
+        Role::Tool => "tool",
+    };
+    let mut out = Map::new();
+    out.insert("role".into(), json!(role));
+    let content = match message.content.as_slice() {
+        [] if !message.tool_calls.is_empty() => Value::Null,
+        [] => json!(""),
+        [Part::Text { text, .. }] => json!(text),
+        parts => parts.iter().map(part).collect(),
+    };
+    out.insert("content".into(), content);
+    if !message.tool_calls.is_empty() {
+        let calls = message.tool_calls.iter().map(|call| {
+            json!({ "id": call.id, "type": "function", "function": { "name": call.name, "arguments": call.arguments } })
+        });
+        out.insert("tool_calls".into(), calls.collect());
+    }
+    if let Some(id) = &message.tool_call_id {
+        out.insert("tool_call_id".into(), json!(id));
+    }
+    if let Some(name) = &message.name {
+        out.insert("name".into(), json!(name));
+    }
+    for (name, value) in &message.extra {
+        out.entry(name.clone()).or_insert_with(|| value.clone());
+    }
+    Value::Object(out)
+}
+
+fn part(part: &Part) -> Value {
+    match part {
+        Part::Text { text, .. } => json!({ "type": "text", "text": text }),
+        Part::Image(image) => {
+            let mut url = json!({ "url": image.url });
+            if let Some(detail) = &image.detail {
+                url["detail"] = json!(detail);
+            }
+            json!({ "type": "image_url", "image_url": url })
+        }
+        Part::Other(value) => value.clone(),
+    }
+}
+
+fn tool(tool: &Tool) -> Value {
+    let mut function = json!({ "name": tool.name, "parameters": tool.parameters });
+    if let Some(description) = &tool.description {
+        function["description"] = json!(description);
+    }
+    if let Some(strict) = tool.strict {
+        function["strict"] = json!(strict);
+    }
+    json!({ "type": "function", "function": function })
+}
+
+fn tool_choice(choice: &ToolChoice) -> Value {
+    match choice {
+        ToolChoice::Auto => json!("auto"),
+        ToolChoice::None => json!("none"),
+        ToolChoice::Required => json!("required"),
+        ToolChoice::Function(name) => json!({ "type": "function", "function": { "name": name } }),
+    }
+}
+
+fn response_format(format: &ResponseFormat) -> Value {
+    match format {
+        ResponseFormat::Text => json!({ "type": "text" }),
+        ResponseFormat::JsonObject => json!({ "type": "json_object" }),
+        ResponseFormat::JsonSchema(schema) => {
+            let mut inner = json!({ "name": schema.name, "schema": schema.schema });
+            if let Some(description) = &schema.description {
+                inner["description"] = json!(description);
+            }
+            if let Some(strict) = schema.strict {
+                inner["strict"] = json!(strict);
+            }
+            json!({ "type": "json_schema", "json_schema": inner })
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::Message;
 
     #[test]
     fn body_carries_messages_and_sampling_and_asks_for_usage() {
         let req = ChatRequest {
-            messages: vec![
-                Message { role: Role::System, content: "be brief".into() },
-                Message { role: Role::User, content: "hi".into() },
-            ],
+            messages: vec![Message::text(Role::System, "be brief"), Message::text(Role::User, "hi")],
             max_tokens: Some(50),
             temperature: Some(0.5),
             stop: vec!["END".into()],
             ..ChatRequest::default()
         };
-        let value = serde_json::to_value(body("gpt-4o-mini", &req)).unwrap_or_default();
+        let value = body("gpt-4o-mini", &req);
         assert_eq!(
             value,
             json!({

@@ -1,0 +1,378 @@
+//! The normalised chat request: a whole conversation — text and image
+//! parts, the assistant's tool calls and their results — with the
+//! generation settings every provider has an equivalent for. A dialect
+//! parses its wire format into it and each adapter translates it into its
+//! provider's body; a field an adapter cannot honour is named by
+//! [`crate::providers::Adapter::unsupported`], never dropped silently.
+
+use serde_json::{Map, Value};
+
+/// Who said a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Instructions; Anthropic and Gemini take them outside the message list.
+    System,
+    /// The person or application asking.
+    User,
+    /// A previous answer, possibly with tool calls.
+    Assistant,
+    /// The result of one of the assistant's tool calls.
+    Tool,
+}
+
+/// One message of the conversation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Message {
+    /// Who said it.
+    pub role: Role,
+    /// What was said, in order: text and images.
+    pub content: Vec<Part>,
+    /// An assistant's calls to the request's tools.
+    pub tool_calls: Vec<ToolCall>,
+    /// The call a `Tool` message answers.
+    pub tool_call_id: Option<String>,
+    /// A participant's name (OpenAI's `name`).
+    pub name: Option<String>,
+    /// Fields of the message baton does not translate, passed through
+    /// verbatim where the provider speaks the client's dialect.
+    pub extra: Map<String, Value>,
+}
+
+impl Message {
+    /// A message of plain text, as most of a conversation is.
+    pub fn text(role: Role, text: impl Into<String>) -> Self {
+        Message {
+            role,
+            content: vec![Part::Text { text: text.into(), cache: None }],
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            name: None,
+            extra: Map::new(),
+        }
+    }
+
+    /// The message's text parts joined, for providers (and estimates) that
+    /// take text only.
+    pub fn joined_text(&self) -> String {
+        let mut out = String::new();
+        for part in &self.content {
+            if let Part::Text { text, .. } = part {
+                out.push_str(text);
+            }
+        }
+        out
+    }
+}
+
+/// One part of a message's content.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Part {
+    /// Text, with the client's cache hint if it gave one.
+    Text {
+        /// The text.
+        text: String,
+        /// Anthropic-style `cache_control`, kept where a provider accepts it.
+        cache: Option<Value>,
+    },
+    /// An image, by URL or as a `data:` URL.
+    Image(Image),
+    /// A part of a type baton does not translate (audio, a file), as the
+    /// client sent it: passed through to OpenAI-kind targets only.
+    Other(Value),
+}
+
+/// An image the client sent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Image {
+    /// An `https:` URL, or a `data:<media type>;base64,<data>` URL.
+    pub url: String,
+    /// OpenAI's `detail` (`low`, `high`, `auto`).
+    pub detail: Option<String>,
+    /// Anthropic-style `cache_control`.
+    pub cache: Option<Value>,
+}
+
+/// An image carried inside the request, split out of its `data:` URL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InlineImage<'a> {
+    /// The media type, such as `image/png`.
+    pub media_type: &'a str,
+    /// The base64 data.
+    pub data: &'a str,
+}
+
+impl Image {
+    /// The image's bytes when it is a base64 `data:` URL, for providers that
+    /// take images inline; `None` for a URL to fetch.
+    pub fn inline(&self) -> Option<InlineImage<'_>> {
+        let rest = self.url.strip_prefix("data:")?;
+        let (meta, data) = rest.split_once(',')?;
+        let media_type = meta.strip_suffix(";base64")?;
+        Some(InlineImage { media_type, data })
+    }
+}
+
+/// A tool call the assistant made earlier in the conversation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    /// The call's id, which its result refers to.
+    pub id: String,
+    /// The function called.
+    pub name: String,
+    /// The JSON-encoded arguments, as the model wrote them.
+    pub arguments: String,
+}
+
+/// A function the model may call, with its JSON Schema parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tool {
+    /// The function name.
+    pub name: String,
+    /// What the function does, for the model.
+    pub description: Option<String>,
+    /// The JSON Schema of the arguments.
+    pub parameters: Value,
+    /// OpenAI's `strict` (arguments held exactly to the schema).
+    pub strict: Option<bool>,
+    /// Anthropic-style `cache_control`.
+    pub cache: Option<Value>,
+}
+
+/// Whether, and which, tools the model must call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolChoice {
+    /// The model decides.
+    Auto,
+    /// No tool may be called.
+    None,
+    /// Some tool must be called.
+    Required,
+    /// This function must be called.
+    Function(String),
+}
+
+/// The form the answer must take.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ResponseFormat {
+    /// Prose, the default.
+    Text,
+    /// Any JSON object.
+    JsonObject,
+    /// JSON valid for a schema.
+    JsonSchema(JsonSchema),
+}
+
+/// A named JSON Schema the answer must follow.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JsonSchema {
+    /// The schema's name.
+    pub name: String,
+    /// What the answer is, for the model.
+    pub description: Option<String>,
+    /// The schema itself.
+    pub schema: Value,
+    /// OpenAI's `strict`.
+    pub strict: Option<bool>,
+}
+
+/// Which field the client set its output limit in: OpenAI's reasoning
+/// models refuse the legacy `max_tokens`, so an OpenAI-kind target gets the
+/// one the client sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LimitField {
+    /// `max_tokens`.
+    #[default]
+    MaxTokens,
+    /// `max_completion_tokens`.
+    MaxCompletionTokens,
+}
+
+/// The client's request with the dialect stripped away: what every adapter
+/// translates into its provider's body. The upstream model comes from the route.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ChatRequest {
+    /// The conversation, in order.
+    pub messages: Vec<Message>,
+    /// The generation limit; adapters that require one supply a default.
+    pub max_tokens: Option<u32>,
+    /// The field the limit came in.
+    pub limit_field: LimitField,
+    /// Sampling temperature.
+    pub temperature: Option<f64>,
+    /// Nucleus sampling.
+    pub top_p: Option<f64>,
+    /// Stop sequences.
+    pub stop: Vec<String>,
+    /// Functions the model may call.
+    pub tools: Vec<Tool>,
+    /// Whether and which tool must be called.
+    pub tool_choice: Option<ToolChoice>,
+    /// Whether several tool calls may come in one answer.
+    pub parallel_tool_calls: Option<bool>,
+    /// The form of the answer.
+    pub response_format: Option<ResponseFormat>,
+    /// How hard a reasoning model thinks (`minimal`, `low`, `medium`, `high`).
+    pub reasoning_effort: Option<String>,
+    /// Every top-level field baton does not translate, in the client's
+    /// order: passed through verbatim to targets of the client's dialect,
+    /// translated where another has an equivalent, refused by name otherwise.
+    pub extra: Map<String, Value>,
+}
+
+/// A field of a request that a target cannot honour, named as the client
+/// wrote it, so the skip, the 400 and `x-baton-dropped-params` can say
+/// which, and `unsupported_params = "drop"` can take it out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Field {
+    /// A top-level field, by name.
+    Top(String),
+    /// A field of message `.0`, by name.
+    Message(usize, String),
+    /// Content part `.1` of message `.0`, and what it is.
+    Part(usize, usize, &'static str),
+}
+
+impl Field {
+    /// A top-level field.
+    pub fn top(name: &str) -> Self {
+        Field::Top(name.to_owned())
+    }
+
+    /// A field of message `index`.
+    pub fn message(index: usize, name: &str) -> Self {
+        Field::Message(index, name.to_owned())
+    }
+}
+
+impl std::fmt::Display for Field {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Field::Top(name) => f.write_str(name),
+            Field::Message(i, name) => write!(f, "messages[{i}].{name}"),
+            Field::Part(i, j, what) => write!(f, "messages[{i}].content[{j}] ({what})"),
+        }
+    }
+}
+
+/// Output reserved against a token quota when the request sets no limit.
+pub const DEFAULT_OUTPUT_RESERVE: u64 = 1024;
+
+impl ChatRequest {
+    /// Tokens this request may cost, for quotas before it is sent: its
+    /// input estimated at four characters a token (one rule for every
+    /// provider's tokenizer, within tens of percent for English; the
+    /// reservation is settled to the usage the provider reports), plus its
+    /// output limit, or [`DEFAULT_OUTPUT_RESERVE`]. An image counts as the
+    /// length of its URL or data, an overestimate that errs on the safe side.
+    pub fn estimated_tokens(&self) -> u64 {
+        let chars: usize = self.messages.iter().map(Message::estimated_chars).sum::<usize>()
+            + self.tools.iter().map(|t| t.name.len() + t.parameters.to_string().len()).sum::<usize>();
+        let input = u64::try_from(chars.div_ceil(4)).unwrap_or(u64::MAX);
+        input.saturating_add(self.max_tokens.map_or(DEFAULT_OUTPUT_RESERVE, u64::from))
+    }
+}
+
+impl ChatRequest {
+    /// This request without `fields`, for a route that drops what a target
+    /// cannot honour rather than skip the target.
+    pub fn without(&self, fields: &[Field]) -> ChatRequest {
+        let mut out = self.clone();
+        let mut parts: Vec<(usize, usize)> = Vec::new();
+        for field in fields {
+            match field {
+                Field::Top(name) => match name.as_str() {
+                    "tool_choice" => out.tool_choice = None,
+                    "parallel_tool_calls" => out.parallel_tool_calls = None,
+                    "response_format" => out.response_format = None,
+                    "reasoning_effort" => out.reasoning_effort = None,
+                    other => {
+                        out.extra.remove(other);
+                    }
+                },
+                Field::Message(i, name) => {
+                    if let Some(message) = out.messages.get_mut(*i) {
+                        match name.as_str() {
+                            "name" => message.name = None,
+                            other => {
+                                message.extra.remove(other);
+                            }
+                        }
+                    }
+                }
+                Field::Part(i, j, _) => parts.push((*i, *j)),
+            }
+        }
+        // Later parts first, so each index still points at its part.
+        parts.sort_unstable_by(|a, b| b.cmp(a));
+        for (i, j) in parts {
+            if let Some(message) = out.messages.get_mut(i)
+                && j < message.content.len()
+            {
+                message.content.remove(j);
+            }
+        }
+        out
+    }
+}
+
+impl Message {
+    fn estimated_chars(&self) -> usize {
+        let parts: usize = self
+            .content
+            .iter()
+            .map(|part| match part {
+                Part::Text { text, .. } => text.len(),
+                Part::Image(image) => image.url.len(),
+                Part::Other(value) => value.to_string().len(),
+            })
+            .sum();
+        parts + self.tool_calls.iter().map(|call| call.name.len() + call.arguments.len()).sum::<usize>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_data_url_splits_into_media_type_and_data() {
+        let image = Image { url: "data:image/png;base64,iVBORw0KGgo=".into(), detail: None, cache: None };
+        assert_eq!(image.inline(), Some(InlineImage { media_type: "image/png", data: "iVBORw0KGgo=" }));
+        let remote = Image { url: "https://example.com/cat.png".into(), detail: None, cache: None };
+        assert_eq!(remote.inline(), None);
+        let not_base64 = Image { url: "data:text/plain,hello".into(), detail: None, cache: None };
+        assert_eq!(not_base64.inline(), None);
+    }
+
+    #[test]
+    fn dropping_fields_takes_out_exactly_those() {
+        let mut user = Message::text(Role::User, "look");
+        user.content.push(Part::Other(serde_json::json!({ "type": "input_audio" })));
+        user.content.push(Part::Image(Image { url: "https://x/y.png".into(), detail: None, cache: None }));
+        user.name = Some("ann".into());
+        let mut req = ChatRequest { messages: vec![user], parallel_tool_calls: Some(false), ..ChatRequest::default() };
+        req.extra.insert("seed".into(), serde_json::json!(7));
+        req.extra.insert("user".into(), serde_json::json!("u1"));
+        let fields = [
+            Field::top("seed"),
+            Field::top("parallel_tool_calls"),
+            Field::message(0, "name"),
+            Field::Part(0, 1, "audio"),
+            Field::Part(0, 2, "an image by URL"),
+        ];
+        let dropped = req.without(&fields);
+        assert_eq!(dropped.messages[0].content, vec![Part::Text { text: "look".into(), cache: None }]);
+        assert_eq!(dropped.messages[0].name, None);
+        assert_eq!(dropped.parallel_tool_calls, None);
+        assert_eq!(dropped.extra.keys().collect::<Vec<_>>(), ["user"]);
+        assert_eq!(fields[4].to_string(), "messages[0].content[2] (an image by URL)");
+    }
+
+    #[test]
+    fn the_estimate_counts_text_tool_calls_and_the_output_reserve() {
+        let mut call = Message::text(Role::Assistant, "");
+        call.tool_calls.push(ToolCall { id: "c1".into(), name: "abcd".into(), arguments: "{}".into() });
+        let req = ChatRequest { messages: vec![Message::text(Role::User, "12345678"), call], ..ChatRequest::default() };
+        assert_eq!(req.estimated_tokens(), 2 + 2 + DEFAULT_OUTPUT_RESERVE);
+    }
+}
