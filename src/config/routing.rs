@@ -53,11 +53,9 @@ impl Checker<'_> {
     /// A target's `weight`: a positive whole number, 1 unless set.
     pub(super) fn weight(&self, value: Option<&Spanned<u32>>, key: &str) -> Result<u32, ConfigError> {
         match value {
-            Some(weight) if *weight.get_ref() == 0 => Err(self.error(
-                weight,
-                key.to_owned(),
-                "must be at least 1 (remove the target to send it nothing)",
-            )),
+            Some(weight) if *weight.get_ref() == 0 => {
+                Err(self.error(weight, key.to_owned(), "must be at least 1 (remove the target to send it nothing)"))
+            }
             Some(weight) => Ok(*weight.get_ref()),
             None => Ok(1),
         }
