@@ -146,10 +146,15 @@ impl Failures {
 
     /// The pass is over without an answer. A provider's rejection of the
     /// request itself (a context-length error no later target had the
-    /// window for) goes back to the client as it was.
+    /// window for) goes back to the client as it was; when every target
+    /// was too small for it, nothing was sent and the client hears so.
     pub(super) fn into_error(mut self, fresh: bool) -> ProxyError {
         if fresh && let Some(last) = self.records.pop_if(|record| !record.failure.is_failover()) {
             return ProxyError::rejected(last);
+        }
+        let too_small = |record: &AttemptRecord| matches!(record.failure, super::Failure::ContextWindow { .. });
+        if !self.records.is_empty() && self.records.iter().all(too_small) {
+            return ProxyError::ContextLengthExceeded(self.records);
         }
         ProxyError::AllFailed(self.records)
     }
