@@ -133,3 +133,27 @@ fn a_request_too_large_for_a_window_goes_to_a_larger_one_or_gets_400() {
         assert_eq!(large.requests().len(), 1, "only the request it could hold");
     });
 }
+
+#[tokio::test]
+async fn check_prints_each_route_s_strategy_aliases_weights_and_windows_and_names_a_mistake_s_key() {
+    let good = "[[providers]]\nname = \"a\"\nkind = \"openai\"\nbase_url = \"http://a.invalid/v1\"\n\n\
+                [[providers]]\nname = \"b\"\nkind = \"openai\"\nbase_url = \"http://b.invalid/v1\"\n\n\
+                [[routes]]\nmodel = \"chat\"\naliases = [\"tier:fast\"]\nstrategy = \"weighted\"\n\
+                targets = [{ provider = \"a\", model = \"m\", weight = 3, context_window = 8192 }, { provider = \"b\", model = \"n\" }]\n";
+    let out = support::Baton::once(&["check", "--config"])
+        .arg(support::config_file("routing-check-ok", good))
+        .output()
+        .expect("runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout} {}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("route \"chat\" (idle 30000 ms) strategy weighted, also \"tier:fast\""), "{stdout}");
+    assert!(stdout.contains("model m, first token 10000 ms, 0 retries, weight 3, context window 8192"), "{stdout}");
+    assert!(stdout.contains("model n, first token 10000 ms, 0 retries, weight 1\n"), "{stdout}");
+
+    let path = support::config_file("routing-check-bad", &good.replace("weight = 3", "weight = 0"));
+    let out = support::Baton::once(&["check", "--config"]).arg(&path).output().expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a zero weight fails the check");
+    let expected = format!("{}:15: routes[0].targets[0].weight: must be at least 1", path.display());
+    assert!(stderr.contains(&expected), "expected {expected:?} in {stderr:?}");
+}
