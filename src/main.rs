@@ -287,11 +287,18 @@ fn check(path: &std::path::Path) -> Result<(), AnyError> {
     }
     println!("{}: ok, listening on {}", path.display(), config.listen);
     for route in &config.routes {
-        println!("route {:?} (idle {} ms)", route.model, route.idle_timeout.as_millis());
+        let aliases: String = route.aliases.iter().map(|alias| format!(", also {alias:?}")).collect();
+        let idle = route.idle_timeout.as_millis();
+        println!("route {:?} (idle {idle} ms) strategy {}{aliases}", route.model, route.strategy.as_str());
         for (i, target) in route.targets.iter().enumerate() {
             let provider = &target.provider;
+            let weight = match route.strategy {
+                config::Strategy::Weighted => format!(", weight {}", target.weight),
+                _ => String::new(),
+            };
+            let window = target.context_window.map(|w| format!(", context window {w}")).unwrap_or_default();
             println!(
-                "  {}. {} ({}, {}) model {}, first token {} ms, {} retries",
+                "  {}. {} ({}, {}) model {}, first token {} ms, {} retries{weight}{window}",
                 i + 1,
                 provider.name,
                 provider.kind,

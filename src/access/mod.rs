@@ -19,7 +19,8 @@ pub struct ClientKey {
     pub name: String,
     /// SHA-256 of the secret.
     pub sha256: [u8; 32],
-    /// The routes this key may use; `None` means every route.
+    /// The routes this key may use, by route name (an alias in the config
+    /// is resolved to its route's name at load); `None` means every route.
     pub routes: Option<Vec<String>>,
 }
 
@@ -31,7 +32,8 @@ impl ClientKey {
         out
     }
 
-    /// Whether this key may use `route`.
+    /// Whether this key may use the route named `route` (its name, not
+    /// the alias a client sent: every name of a route is allowed alike).
     pub fn allows(&self, route: &str) -> bool {
         self.routes.as_ref().is_none_or(|routes| routes.iter().any(|r| r == route))
     }

@@ -2,10 +2,12 @@
 //! candidate with a ticket or skips it with a reason. A ticket is settled
 //! exactly once, when the attempt ends — with its outcome and its usage —
 //! or, if it is dropped first (a client gone, a hedge lost), as abandoned.
-//! The circuit breaker and the `Retry-After` cooldown are the first two
-//! policies; limits, quotas and budgets are meant to be one policy each.
+//! The context window, the `Retry-After` cooldown, the provider's quota and
+//! its circuit breaker are policies; limits and budgets are meant to be one
+//! policy each.
 
 mod breaker;
+mod context;
 mod cooldown;
 pub mod gcra;
 mod quota;
@@ -15,6 +17,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 pub use breaker::BreakerPolicy;
+pub use context::ContextWindowPolicy;
 pub use cooldown::CooldownPolicy;
 pub use quota::QuotaPolicy;
 
@@ -27,6 +30,8 @@ use crate::resilience::ProviderHealth;
 pub struct Candidate<'a> {
     /// The provider as configured.
     pub provider: &'a Provider,
+    /// The context window the target declares, in tokens, if it does.
+    pub context_window: Option<u64>,
     /// What is asked of it: token quotas estimate its cost.
     pub request: &'a ChatRequest,
     /// Its shared health: breaker, cooldown, latency.
@@ -46,11 +51,19 @@ pub enum SkipReason {
     CoolingDown(Duration),
     /// Its quota (requests or tokens per minute) has no room for this much longer.
     OverQuota(Duration),
+    /// Its declared context window cannot hold the request's estimate.
+    ContextWindow {
+        /// The estimated tokens: input, plus `max_tokens` or the default reserve.
+        needed: u64,
+        /// The target's declared window.
+        window: u64,
+    },
 }
 
 impl SkipReason {
     /// Whether the route's last resort goes past this skip: the provider's
-    /// health, yes; its quota, no (so it is not tried again then).
+    /// health, yes; its quota or a window too small, no (so it is not
+    /// tried again then).
     pub fn yields_to_last_resort(self) -> bool {
         matches!(self, SkipReason::BreakerOpen | SkipReason::CoolingDown(_))
     }
@@ -100,11 +113,18 @@ pub struct Admission {
 }
 
 impl Default for Admission {
-    /// The cooldown a provider asked for, its quota, then its breaker (last,
-    /// so a probe is never taken for a request another policy turns away).
+    /// The target's context window (first: a request it cannot hold takes
+    /// nothing from the others), the cooldown a provider asked for, its
+    /// quota, then its breaker (last, so a probe is never taken for a
+    /// request another policy turns away).
     fn default() -> Self {
         Admission {
-            policies: vec![Box::new(CooldownPolicy), Box::new(QuotaPolicy::default()), Box::new(BreakerPolicy)],
+            policies: vec![
+                Box::new(ContextWindowPolicy),
+                Box::new(CooldownPolicy),
+                Box::new(QuotaPolicy::default()),
+                Box::new(BreakerPolicy),
+            ],
         }
     }
 }

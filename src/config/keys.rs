@@ -70,18 +70,24 @@ impl Checker<'_> {
         Ok(ClientKey { name, sha256, routes })
     }
 
+    /// The routes a key names, by name or alias, as route names: a key
+    /// allowed an alias may use its route under any of its names.
     fn key_routes(
         &self,
         names: &Spanned<Vec<String>>,
         key: &str,
         routes: &[std::sync::Arc<Route>],
     ) -> Result<Vec<String>, ConfigError> {
+        let mut allowed: Vec<String> = Vec::new();
         for name in names.get_ref() {
-            if !routes.iter().any(|route| route.model == *name) {
+            let Some(route) = routes.iter().find(|route| route.answers_to(name)) else {
                 return Err(self.error(names, key.to_owned(), format!("no route is named {name:?}")));
+            };
+            if !allowed.contains(&route.model) {
+                allowed.push(route.model.clone());
             }
         }
-        Ok(names.get_ref().clone())
+        Ok(allowed)
     }
 }
 

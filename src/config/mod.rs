@@ -4,6 +4,7 @@
 
 mod keys;
 mod raw;
+mod routing;
 mod secret;
 mod top;
 mod validate;
@@ -129,8 +130,13 @@ pub struct Provider {
 /// A model name clients ask for, and the ordered targets that can answer it.
 #[derive(Debug, Clone)]
 pub struct Route {
-    /// The `model` a client sends.
+    /// The `model` a client sends: the route's name in metrics, logs and keys.
     pub model: String,
+    /// Other names clients may send for this route (a tier, an upstream
+    /// model's name), unique across every route's names and aliases.
+    pub aliases: Vec<String>,
+    /// How each request orders the targets before the first is tried.
+    pub strategy: Strategy,
     /// After commit, the longest allowed gap between events.
     pub idle_timeout: Duration,
     /// Bounds the whole request: every attempt, retry and wait.
@@ -151,8 +157,42 @@ pub struct Route {
     pub max_resumes: u32,
     /// Caps on what a provider's answer may make baton hold or wait for.
     pub limits: UpstreamLimits,
-    /// Candidates, in the order they are tried.
+    /// Candidates, in config order (the `strategy` decides the order tried).
     pub targets: Vec<Target>,
+}
+
+impl Route {
+    /// Whether a client's `model` names this route, by its name or an alias.
+    pub fn answers_to(&self, model: &str) -> bool {
+        self.model == model || self.aliases.iter().any(|alias| alias == model)
+    }
+}
+
+/// How a route orders its targets for one request; failover then walks the
+/// order, as it always has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Strategy {
+    /// Config order, every time.
+    #[default]
+    Ordered,
+    /// By the providers' recent p95 time to first token, fastest first,
+    /// taken afresh for every request; ties stay in config order.
+    Fastest,
+    /// The first target drawn at random in proportion to `weight` (spreading
+    /// load over several keys or regions of one provider), then the rest in
+    /// config order.
+    Weighted,
+}
+
+impl Strategy {
+    /// The name the config uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Strategy::Ordered => "ordered",
+            Strategy::Fastest => "fastest",
+            Strategy::Weighted => "weighted",
+        }
+    }
 }
 
 /// Caps on what one provider's bytes can make baton hold or wait for: set
@@ -237,8 +277,9 @@ pub struct Target {
     pub provider: Arc<Provider>,
     /// The provider's model name.
     pub model: String,
-    /// The model's context window in tokens, when declared: a context-length
-    /// error moves on only to a candidate with a larger one.
+    /// The model's context window in tokens, when declared: a request whose
+    /// estimate it cannot hold skips this target, and a context-length error
+    /// moves on only to a candidate with a larger one.
     pub context_window: Option<u64>,
     /// From the attempt's start to its first token (the route's unless set here).
     pub first_token_timeout: Duration,
@@ -247,12 +288,14 @@ pub struct Target {
     /// Whether the model continues a partial answer given as a final
     /// assistant message (prefill); many current models reject that.
     pub prefill: bool,
+    /// This target's share of first attempts on a `weighted` route (at least 1).
+    pub weight: u32,
 }
 
 impl Config {
-    /// Finds the route a client's `model` names.
+    /// Finds the route a client's `model` names, by its name or an alias.
     pub fn route(&self, model: &str) -> Option<&Arc<Route>> {
-        self.routes.iter().find(|route| route.model == model)
+        self.routes.iter().find(|route| route.answers_to(model))
     }
 }
 

@@ -61,6 +61,8 @@ pub(super) struct RawBreaker {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawRoute {
     pub model: Spanned<String>,
+    pub aliases: Option<Spanned<Vec<String>>>,
+    pub strategy: Option<Spanned<String>>,
     pub first_token_timeout_ms: Option<Spanned<u64>>,
     pub idle_timeout_ms: Option<Spanned<u64>>,
     pub request_timeout_ms: Option<Spanned<u64>>,
@@ -94,4 +96,5 @@ pub(super) struct RawTarget {
     pub first_token_timeout_ms: Option<Spanned<u64>>,
     pub retries: Option<Spanned<u32>>,
     pub prefill: Option<bool>,
+    pub weight: Option<Spanned<u32>>,
 }

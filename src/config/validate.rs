@@ -74,15 +74,10 @@ impl Checker<'_> {
         let mut routes: Vec<Arc<Route>> = Vec::new();
         for (i, raw_route) in raw.routes.iter().enumerate() {
             match self.route(raw_route.get_ref(), i, &by_name, limits) {
-                Ok(route) if routes.iter().any(|r| r.model == route.model) => {
-                    let model = &raw_route.get_ref().model;
-                    errors.push(self.error(
-                        model,
-                        format!("routes[{i}].model"),
-                        format!("duplicate route {:?}", route.model),
-                    ));
-                }
-                Ok(route) => routes.push(Arc::new(route)),
+                Ok(route) => match self.name_clash(raw_route.get_ref(), i, &route, &routes) {
+                    Some(clash) => errors.push(clash),
+                    None => routes.push(Arc::new(route)),
+                },
                 // A target naming a provider that is itself wrong (or misnamed) says nothing new.
                 Err(ConfigError::Invalid { message, .. })
                     if provider_failed && message.starts_with(NO_SUCH_PROVIDER) => {}
@@ -297,8 +292,11 @@ impl Checker<'_> {
             return Err(self.error(&raw.targets, key("targets"), "a route needs at least one target"));
         }
         let targets = self.targets(raw, &key("targets"), providers, first_token_timeout)?;
+        let (aliases, strategy) = (self.aliases(raw, &model, &key("aliases"))?, self.strategy(raw, &key("strategy"))?);
         Ok(Route {
             model,
+            aliases,
+            strategy,
             idle_timeout,
             request_timeout,
             hedge,
@@ -397,6 +395,7 @@ impl Checker<'_> {
                 )?,
                 retries: target.retries.as_ref().map_or(0, |n| *n.get_ref()),
                 prefill: target.prefill.unwrap_or(false),
+                weight: self.weight(target.weight.as_ref(), &target_key("weight"))?,
             });
         }
         Ok(targets)

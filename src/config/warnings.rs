@@ -3,7 +3,7 @@
 //! refuses to go on.
 
 use super::DEFAULT_FIRST_TOKEN_TIMEOUT;
-use super::raw::{RawConfig, RawProvider};
+use super::raw::{RawConfig, RawProvider, RawRoute};
 use super::validate::Checker;
 
 /// Models that think before their first token, often for tens of seconds.
@@ -30,6 +30,7 @@ pub(super) fn warnings(check: &Checker<'_>, raw: &RawConfig) -> Vec<String> {
                 at(route.targets.span().start)
             ));
         }
+        out.extend(unused_weights(check, route, i));
         let route_deadline = route.first_token_timeout_ms.as_ref().map(|ms| *ms.get_ref());
         for (j, target) in targets.iter().enumerate() {
             let target = target.get_ref();
@@ -68,4 +69,24 @@ fn base_url(check: &Checker<'_>, provider: &RawProvider, i: usize) -> Option<Str
             provider.base_url.get_ref()
         )
     })
+}
+
+/// A `weight` on a route that is not `weighted`: it changes nothing, which
+/// is rarely what whoever wrote it meant.
+fn unused_weights(check: &Checker<'_>, route: &RawRoute, i: usize) -> Vec<String> {
+    let strategy = route.strategy.as_ref().map_or("ordered", |s| s.get_ref().as_str());
+    if strategy == "weighted" {
+        return Vec::new();
+    }
+    let targets = route.targets.get_ref().iter().enumerate();
+    targets
+        .filter_map(|(j, target)| {
+            let weight = target.get_ref().weight.as_ref()?;
+            Some(format!(
+                "{}:{}: routes[{i}].targets[{j}].weight: unused, the route's strategy is {strategy:?}; set strategy = \"weighted\" to spread first attempts by weight",
+                check.label,
+                check.line(weight.span().start)
+            ))
+        })
+        .collect()
 }

@@ -179,7 +179,8 @@ impl Engine {
         started: Instant,
     ) -> Result<(Opened, Duration), (Failure, Option<Instant>)> {
         let Try { target, health, drill, last_resort } = *one;
-        let candidate = Candidate { provider: &target.provider, request: req, health, last_resort };
+        let context_window = target.context_window;
+        let candidate = Candidate { provider: &target.provider, context_window, request: req, health, last_resort };
         let skipped = |skip: Skip| {
             let due_back = skip.reason.yields_to_last_resort().then_some(skip.recovers_at);
             (Failure::skipped(skip.reason), due_back)

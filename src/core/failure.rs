@@ -49,6 +49,14 @@ pub enum Failure {
     /// Skipped: the target cannot honour these fields of the request.
     #[error("skipped: cannot honour {}", list(.0))]
     Unsupported(Vec<Field>),
+    /// Skipped: the target's declared context window cannot hold the request.
+    #[error("skipped: the request needs about {needed} tokens, the context window holds {window}")]
+    ContextWindow {
+        /// The request's estimate, output reserve included.
+        needed: u64,
+        /// The target's declared window.
+        window: u64,
+    },
     /// The proxy is shutting down and its grace period is over.
     #[error("the proxy is shutting down")]
     ShuttingDown,
@@ -72,6 +80,7 @@ impl Failure {
             SkipReason::BreakerOpen => Failure::BreakerOpen,
             SkipReason::CoolingDown(left) => Failure::CoolingDown(left),
             SkipReason::OverQuota(left) => Failure::OverQuota(left),
+            SkipReason::ContextWindow { needed, window } => Failure::ContextWindow { needed, window },
         }
     }
 
@@ -91,6 +100,7 @@ impl Failure {
             Failure::CoolingDown(_) => Class { skip: true, rate_limited: true, ..Class::baton("cooling_down") },
             Failure::OverQuota(_) => Class { skip: true, rate_limited: true, ..Class::baton("over_quota") },
             Failure::Unsupported(_) => Class { skip: true, ..Class::baton("unsupported") },
+            Failure::ContextWindow { .. } => Class { skip: true, ..Class::baton("context_window") },
             Failure::ShuttingDown => Class::baton("shutting_down"),
             Failure::Unresumed { broke, .. } => Class { charge_breaker: false, ..broke.class() },
             Failure::Drill(real) => Class { label: "drill", charge_breaker: false, ..real.class() },
@@ -176,6 +186,13 @@ pub enum ProxyError {
         /// Each target, with what it could not honour.
         targets: Vec<String>,
     },
+    /// No target's declared context window can hold the request: each
+    /// was skipped (`context_window`), and nothing was sent.
+    #[error(
+        "the request needs about {} tokens (its input estimated at 4 characters a token, plus max_tokens or {} reserved for the answer), more than any target's context window holds: {}",
+        needed(.0), crate::event::DEFAULT_OUTPUT_RESERVE, windows(.0)
+    )]
+    ContextLengthExceeded(Vec<AttemptRecord>),
     /// A provider said the request itself is wrong; it is passed back as is.
     #[error("{provider}: {message}")]
     Rejected {
@@ -226,8 +243,13 @@ impl ProxyError {
             ProxyError::Rejected { status, .. } => return *status,
             ProxyError::Unsupported { .. } => return 400,
             ProxyError::ShuttingDown => return 503,
+            ProxyError::ContextLengthExceeded(_) => return 400,
         };
-        let all = |test: fn(&Failure) -> bool| !attempts.is_empty() && attempts.iter().all(|a| test(&a.failure));
+        // A target that cannot take the request says nothing of why the others failed.
+        let others = || {
+            attempts.iter().filter(|a| !matches!(a.failure, Failure::ContextWindow { .. } | Failure::Unsupported(_)))
+        };
+        let all = |test: fn(&Failure) -> bool| others().next().is_some() && others().all(|a| test(&a.failure));
         if all(|f| f.class().rate_limited) {
             429
         } else if all(|f| matches!(f, Failure::BreakerOpen)) {
@@ -255,12 +277,31 @@ impl ProxyError {
             (ProxyError::Rejected { .. }, _) => "upstream_rejected",
             (ProxyError::Unsupported { .. }, _) => "unsupported_parameter",
             (ProxyError::ShuttingDown, _) => "shutting_down",
+            (ProxyError::ContextLengthExceeded(_), _) => "context_length_exceeded",
             (ProxyError::AllFailed(_), 429) => "all_rate_limited",
             (ProxyError::AllFailed(_), 503) => "all_breakers_open",
             (ProxyError::AllFailed(_), 504) => "all_timed_out",
             (ProxyError::AllFailed(_), _) => "all_failed",
         }
     }
+}
+
+/// The largest estimate among context-window skips (they are of one request).
+fn needed(skips: &[AttemptRecord]) -> u64 {
+    let estimate = |a: &AttemptRecord| match a.failure {
+        Failure::ContextWindow { needed, .. } => needed,
+        _ => 0,
+    };
+    skips.iter().map(estimate).max().unwrap_or(0)
+}
+
+/// Each skipped target's provider, model and declared window.
+fn windows(skips: &[AttemptRecord]) -> String {
+    let window = |a: &AttemptRecord| match a.failure {
+        Failure::ContextWindow { window, .. } => format!("{} ({}) {window}", a.provider, a.model),
+        _ => format!("{} ({})", a.provider, a.model),
+    };
+    skips.iter().map(window).collect::<Vec<_>>().join(", ")
 }
 
 /// Each attempt's provider, model, class, status and elapsed time: never

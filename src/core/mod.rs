@@ -1,7 +1,8 @@
-//! The attempt loop: try a route's targets in order (hedging a slow one with
-//! the next when the route asks), commit to the first that reaches its commit
-//! point, and keep every failure for the error. Nothing here knows HTTP on the
-//! client side or any provider's wire format.
+//! The attempt loop: try a route's targets in the order its strategy gives
+//! (hedging a slow one with the next when the route asks), commit to the
+//! first that reaches its commit point, and keep every failure for the
+//! error. Nothing here knows HTTP on the client side or any provider's wire
+//! format.
 
 mod attempt;
 mod commit;
@@ -11,6 +12,7 @@ mod race;
 mod relay;
 mod resume;
 mod splice;
+mod strategy;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -23,7 +25,7 @@ pub use failure::{AttemptRecord, Failure, ProxyError};
 pub use relay::CommittedStream;
 
 use crate::admission::Admission;
-use crate::config::{Config, DEFAULT_REQUEST_BOUND, Hedge, MidstreamPolicy, Route};
+use crate::config::{Config, DEFAULT_REQUEST_BOUND, Hedge, MidstreamPolicy, Route, Target};
 pub use crate::event::Winner;
 use crate::event::{ChatRequest, Event};
 use crate::observe::Metrics;
@@ -89,14 +91,15 @@ pub struct Completed {
 }
 
 impl<'a> Plan<'a> {
-    /// A pass over every target of `route`, in order, for the client's request.
-    fn fresh(call: &'a Call, route: &'a Route, deadline: Instant) -> Self {
+    /// A pass over every target of `route`, in the order its strategy
+    /// gives with the providers' `health` now, for the client's request.
+    fn fresh(call: &'a Call, route: &'a Route, health: &Health, deadline: Instant) -> Self {
         Plan {
             id: &call.id,
             route,
             ask: Ask::Fresh(&call.request),
             drills: &call.drills,
-            order: (0..route.targets.len()).collect(),
+            order: strategy::order(route, health),
             deadline: Some(deadline),
             after: None,
         }
@@ -140,7 +143,7 @@ impl Engine {
         let started = Instant::now();
         let deadline = later(started, route.request_timeout.unwrap_or(DEFAULT_REQUEST_BOUND));
         let (winner, events) =
-            self.run(Plan::fresh(&call, route, deadline), |events| async move { Ok(events) }).await?;
+            self.run(Plan::fresh(&call, route, &self.health, deadline), |events| async move { Ok(events) }).await?;
         let events = match route.on_midstream_failure {
             MidstreamPolicy::Error => events,
             MidstreamPolicy::Resume => {
@@ -160,7 +163,7 @@ impl Engine {
         let deadline = later(Instant::now(), timeout);
         let max_bytes = route.limits.max_answer_bytes;
         let collect = |events| relay::collect(events, deadline, timeout, max_bytes);
-        let (winner, events) = self.run(Plan::fresh(call, route, deadline), collect).await?;
+        let (winner, events) = self.run(Plan::fresh(call, route, &self.health, deadline), collect).await?;
         Ok(Completed { winner, events })
     }
 
@@ -174,7 +177,7 @@ impl Engine {
         Fut: Future<Output = Result<T, Failure>>,
     {
         let route = plan.route;
-        let hedge = self.hedge_delay(route);
+        let hedge = self.hedge_delay(route, plan.order.first().and_then(|first| route.targets.get(*first)));
         let (mut queue, mut race, mut failed) = (Queue::new(&plan.order), Race::new(), Failures::default());
         let mut last_failed = plan.after;
         loop {
@@ -240,12 +243,13 @@ impl Engine {
         }
     }
 
-    /// How long a turn may go uncommitted before the next candidate starts beside it.
-    fn hedge_delay(&self, route: &Route) -> Option<Duration> {
+    /// How long a turn may go uncommitted before the next candidate starts
+    /// beside it; `auto` goes by the pass's `primary`, the first of its order.
+    fn hedge_delay(&self, route: &Route, primary: Option<&Target>) -> Option<Duration> {
         match route.hedge? {
             Hedge::After(delay) => Some(delay),
             Hedge::Auto => {
-                let primary = route.targets.first()?;
+                let primary = primary?;
                 let ceiling = primary.first_token_timeout;
                 let p95 = self.health.provider(&primary.provider.name).ttft_p95().unwrap_or(ceiling);
                 Some(p95.clamp(HEDGE_AUTO_FLOOR.min(ceiling), ceiling))

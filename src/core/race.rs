@@ -146,15 +146,22 @@ impl Failures {
 
     /// The pass is over without an answer. A provider's rejection of the
     /// request itself (a context-length error no later target had the
-    /// window for) goes back to the client as it was.
+    /// window for) goes back to the client as it was; when every target
+    /// was too small for it, nothing was sent and the client hears so.
     pub(super) fn into_error(mut self, fresh: bool) -> ProxyError {
         if fresh && let Some(last) = self.records.pop_if(|record| !record.failure.is_failover()) {
             return ProxyError::rejected(last);
         }
+        // Every target passed over for the request itself: the client's to fix.
         let unsupported = |record: &AttemptRecord| matches!(record.failure, super::Failure::Unsupported(_));
-        if fresh && !self.records.is_empty() && self.records.iter().all(unsupported) {
-            return ProxyError::unsupported(&self.records);
+        let too_small = |record: &AttemptRecord| matches!(record.failure, super::Failure::ContextWindow { .. });
+        if self.records.is_empty() || !self.records.iter().all(|record| unsupported(record) || too_small(record)) {
+            return ProxyError::AllFailed(self.records);
         }
-        ProxyError::AllFailed(self.records)
+        if self.records.iter().any(unsupported) {
+            ProxyError::unsupported(&self.records)
+        } else {
+            ProxyError::ContextLengthExceeded(self.records)
+        }
     }
 }

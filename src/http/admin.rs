@@ -76,7 +76,14 @@ pub(super) async fn status(State(state): State<AppState>, headers: HeaderMap) ->
                 let tally = window.get(&route.model).copied().unwrap_or_default();
                 json!({ "requests": tally.total, "answered": tally.ok, "failovers": tally.failed })
             };
-            json!({ "name": route.model, "targets": targets, "last_1m": counts(&last_1m), "last_15m": counts(&last_15m) })
+            json!({
+                "name": route.model,
+                "aliases": route.aliases,
+                "strategy": route.strategy.as_str(),
+                "targets": targets,
+                "last_1m": counts(&last_1m),
+                "last_15m": counts(&last_15m),
+            })
         })
         .collect();
     // Keys by name and the routes each may use: never a secret or a hash.

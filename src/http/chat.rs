@@ -76,7 +76,8 @@ async fn serve<D: Dialect>(state: &AppState, id: Arc<str>, request: Request) -> 
     })?;
     let ingress = D::parse(&body)?;
     let route = config.route(&ingress.model).ok_or_else(|| {
-        let known: Vec<&str> = config.routes.iter().map(|r| r.model.as_str()).collect();
+        let names = config.routes.iter().flat_map(|r| std::iter::once(&r.model).chain(&r.aliases));
+        let known: Vec<&str> = names.map(String::as_str).collect();
         ApiError::unknown_model(&ingress.model, &known)
     })?;
     if let Some(key) = key.filter(|key| !key.allows(&route.model)) {

@@ -14,7 +14,9 @@ impl From<ProxyError> for ApiError {
     fn from(err: ProxyError) -> Self {
         let status = StatusCode::from_u16(err.status()).unwrap_or(StatusCode::BAD_GATEWAY);
         let kind = match &err {
-            ProxyError::Rejected { .. } | ProxyError::Unsupported { .. } => ErrorKind::InvalidRequest,
+            ProxyError::Rejected { .. } | ProxyError::Unsupported { .. } | ProxyError::ContextLengthExceeded(_) => {
+                ErrorKind::InvalidRequest
+            }
             ProxyError::ShuttingDown => ErrorKind::Unavailable,
             ProxyError::AllFailed(_) if status == StatusCode::TOO_MANY_REQUESTS => ErrorKind::RateLimit,
             ProxyError::AllFailed(_) => ErrorKind::Upstream,

@@ -77,12 +77,13 @@ async fn models(
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let config = state.config();
     let key = config.access.keys.identify(&headers).map_err(ApiError::denied)?;
-    // A key sees the routes it may use.
+    // A key sees the routes it may use, each under its name and its aliases.
     let data: Vec<_> = config
         .routes
         .iter()
         .filter(|route| key.is_none_or(|key| key.allows(&route.model)))
-        .map(|route| json!({ "id": route.model, "object": "model", "created": 0, "owned_by": "baton" }))
+        .flat_map(|route| std::iter::once(&route.model).chain(&route.aliases))
+        .map(|name| json!({ "id": name, "object": "model", "created": 0, "owned_by": "baton" }))
         .collect();
     Ok(Json(json!({ "object": "list", "data": data })))
 }
