@@ -47,6 +47,14 @@ pub enum ProviderError {
         /// Whether the prompt was too long for this model's context window.
         context_length: bool,
     },
+    /// The provider answered 404: a retired model or a wrong `base_url`, the
+    /// gateway's configuration rather than the client's request, so the
+    /// next target is tried (and the provider's breaker is not charged).
+    #[error("not found (http 404): {message}")]
+    NotFound {
+        /// The provider's own explanation.
+        message: String,
+    },
     /// Any other unexpected status.
     #[error("unexpected http {status}: {message}")]
     Status {
@@ -157,6 +165,7 @@ impl ProviderError {
                 charge_breaker: false,
                 ..Class::upstream(if *context_length { "context_length" } else { "client_error" })
             },
+            ProviderError::NotFound { .. } => Class { charge_breaker: false, ..Class::upstream("upstream_not_found") },
             ProviderError::Status { .. } => Class::upstream("http_status"),
             ProviderError::ContentType(_) => Class::upstream("content_type"),
             ProviderError::Malformed(_) => Class::upstream("malformed"),
@@ -191,6 +200,7 @@ impl ProviderError {
                 format!("provider rejected the gateway's credentials (http {status})")
             }
             ProviderError::BadRequest { status, .. } => format!("provider rejected the request (http {status})"),
+            ProviderError::NotFound { .. } => "the provider has no such model or path (http 404)".to_owned(),
             ProviderError::Status { status, .. } => format!("unexpected http {status}"),
             ProviderError::ContentType(_) => "the answer is not an event stream".to_owned(),
             ProviderError::Malformed(_) => "undecodable event".to_owned(),
@@ -215,6 +225,7 @@ impl ProviderError {
             | ProviderError::Server { message: text, .. }
             | ProviderError::Auth { message: text, .. }
             | ProviderError::BadRequest { message: text, .. }
+            | ProviderError::NotFound { message: text }
             | ProviderError::Status { message: text, .. } => text,
             ProviderError::Truncated | ProviderError::EventTooLarge(_) | ProviderError::Request(_) => return,
         };
@@ -229,7 +240,8 @@ impl ProviderError {
             429 => ProviderError::RateLimited { retry_after, message },
             500..=599 => ProviderError::Server { status, message },
             401 | 403 => ProviderError::Auth { status, message },
-            400 | 404 | 413 | 422 => ProviderError::BadRequest { status, message, context_length },
+            404 => ProviderError::NotFound { message },
+            400 | 413 | 422 => ProviderError::BadRequest { status, message, context_length },
             _ => ProviderError::Status { status, message },
         }
     }
