@@ -175,10 +175,20 @@ impl ChatRequest {
     /// reservation is settled to the usage the provider reports), plus its
     /// output limit, or [`DEFAULT_OUTPUT_RESERVE`].
     pub fn estimated_tokens(&self) -> u64 {
+        self.estimated_input_tokens().saturating_add(self.output_reserve())
+    }
+
+    /// The input part of [`ChatRequest::estimated_tokens`], which a price
+    /// charges at its own rate.
+    pub fn estimated_input_tokens(&self) -> u64 {
         let chars: usize = self.messages.iter().map(|m| m.content.len()).sum::<usize>()
             + self.tools.iter().map(|t| t.name.len() + t.parameters.to_string().len()).sum::<usize>();
-        let input = u64::try_from(chars.div_ceil(4)).unwrap_or(u64::MAX);
-        input.saturating_add(self.max_tokens.map_or(DEFAULT_OUTPUT_RESERVE, u64::from))
+        u64::try_from(chars.div_ceil(4)).unwrap_or(u64::MAX)
+    }
+
+    /// The output part: the request's limit, or [`DEFAULT_OUTPUT_RESERVE`].
+    pub fn output_reserve(&self) -> u64 {
+        self.max_tokens.map_or(DEFAULT_OUTPUT_RESERVE, u64::from)
     }
 }
 

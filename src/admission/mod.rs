@@ -2,13 +2,17 @@
 //! candidate with a ticket or skips it with a reason. A ticket is settled
 //! exactly once, when the attempt ends — with its outcome and its usage —
 //! or, if it is dropped first (a client gone, a hedge lost), as abandoned.
-//! The circuit breaker and the `Retry-After` cooldown are the first two
-//! policies; limits, quotas and budgets are meant to be one policy each.
+//! The circuit breaker, the `Retry-After` cooldown and the provider's quota
+//! are policies of that chain. What holds the client rather than a
+//! candidate — its key's limits, budgets, the per-request cost cap — is
+//! checked once per request, before the chain, by the [`RequestGate`].
 
 mod breaker;
 mod cooldown;
+mod gate;
 pub mod gcra;
 mod quota;
+pub mod spend;
 
 use std::time::Duration;
 
@@ -16,6 +20,7 @@ use tokio::time::Instant;
 
 pub use breaker::BreakerPolicy;
 pub use cooldown::CooldownPolicy;
+pub use gate::{Admitted, GateTicket, KeyUse, Refusal, RequestGate, SpendView};
 pub use quota::QuotaPolicy;
 
 use crate::config::Provider;

@@ -3,6 +3,7 @@
 //! reported with its file, line and key before anything starts.
 
 mod keys;
+mod money;
 mod raw;
 mod secret;
 mod top;
@@ -16,6 +17,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
+pub use money::{Budget, BudgetAction, BudgetScope, BudgetWindow, Budgets, Price, RequestCap, add_usd};
 pub use secret::Secret;
 
 pub use crate::resilience::BreakerSettings;
@@ -78,6 +80,8 @@ pub struct Config {
     pub providers: Vec<Arc<Provider>>,
     /// The routes, in file order; shared with the streams that use them.
     pub routes: Vec<Arc<Route>>,
+    /// Spend budgets and per-request cost caps.
+    pub budgets: Budgets,
 }
 
 /// Who may call, and from where.
@@ -223,6 +227,9 @@ pub struct Target {
     /// Whether the model continues a partial answer given as a final
     /// assistant message (prefill); many current models reject that.
     pub prefill: bool,
+    /// What its tokens cost, when declared: the cost of the answers it
+    /// gives, and the estimate a per-request cap is checked against.
+    pub price: Option<Price>,
 }
 
 impl Config {
