@@ -387,3 +387,7 @@ impl Settle for GateTicket {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "gate_tests.rs"]
+mod tests;
