@@ -141,9 +141,8 @@ fn budgets_status(config: &Config, gate: &RequestGate) -> Vec<Value> {
             "downgrade_to": downgrade_to,
         })
     });
-    let caps = config.budgets.caps.iter().map(|cap| {
-        json!({ "scope": cap.scope.to_string(), "max_usd_per_request": cap.usd })
-    });
+    let caps =
+        config.budgets.caps.iter().map(|cap| json!({ "scope": cap.scope.to_string(), "max_usd_per_request": cap.usd }));
     budgets.chain(caps).collect()
 }
 
