@@ -59,8 +59,8 @@ model = "chat"
 first_token_timeout_ms = 800
 idle_timeout_ms = 5000
 targets = [
-  {{ provider = "flaky-anthropic", model = "claude-sim" }},
-  {{ provider = "steady-openai", model = "gpt-sim" }},
+  {{ provider = "flaky-anthropic", model = "claude-sim", price = {{ input_per_mtok = 3.0, output_per_mtok = 15.0 }} }},
+  {{ provider = "steady-openai", model = "gpt-sim", price = {{ input_per_mtok = 0.15, output_per_mtok = 0.60 }} }},
 ]
 "#,
         flaky = flaky.base_url(),

@@ -265,10 +265,20 @@ impl ChatRequest {
     /// output limit, or [`DEFAULT_OUTPUT_RESERVE`]. An image counts as the
     /// length of its URL or data, an overestimate that errs on the safe side.
     pub fn estimated_tokens(&self) -> u64 {
+        self.estimated_input_tokens().saturating_add(self.output_reserve())
+    }
+
+    /// The input part of [`ChatRequest::estimated_tokens`], which a price
+    /// charges at its own rate.
+    pub fn estimated_input_tokens(&self) -> u64 {
         let chars: usize = self.messages.iter().map(Message::estimated_chars).sum::<usize>()
             + self.tools.iter().map(|t| t.name.len() + t.parameters.to_string().len()).sum::<usize>();
-        let input = u64::try_from(chars.div_ceil(4)).unwrap_or(u64::MAX);
-        input.saturating_add(self.max_tokens.map_or(DEFAULT_OUTPUT_RESERVE, u64::from))
+        u64::try_from(chars.div_ceil(4)).unwrap_or(u64::MAX)
+    }
+
+    /// The output part: the request's limit, or [`DEFAULT_OUTPUT_RESERVE`].
+    pub fn output_reserve(&self) -> u64 {
+        self.max_tokens.map_or(DEFAULT_OUTPUT_RESERVE, u64::from)
     }
 }
 

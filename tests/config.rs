@@ -269,3 +269,124 @@ fn a_non_loopback_address_without_keys_is_refused_unless_asked_for() {
         format!("listen = \"0.0.0.0:8080\"\n[[keys]]\nname = \"k\"\nkey = \"sk-0123456789abcdef\"\n\n{ONE_ROUTE}");
     assert!(checked(&keyed, &[]).is_ok(), "with keys it is no open relay");
 }
+
+/// `GOOD` with prices on its targets, a second route, a key with limits,
+/// and `budgets` after it all.
+fn priced(budgets: &str) -> String {
+    let priced = GOOD
+        .replace(
+            "model = \"gemini-2.5-flash\" }",
+            "model = \"gemini-2.5-flash\", price = { input_per_mtok = 0.30, output_per_mtok = 2.50, cached_input_per_mtok = 0.075 } }",
+        )
+        .replace("model = \"gpt-4o-mini\" }", "model = \"gpt-4o-mini\", price = { input_per_mtok = 0.15, output_per_mtok = 0.60 } }");
+    format!(
+        "max_usd_per_request = 1\n{priced}\n[[routes]]\nmodel = \"cheap\"\ntargets = [{{ provider = \"openai\", model = \"nano\" }}]\n\n\
+         [[keys]]\nname = \"web\"\nkey_sha256 = \"{}\"\nrpm = 600\ntpm = 200000\nbudget = {{ usd_per_hour = 5.0, usd_per_day = 50 }}\n{budgets}",
+        "ab".repeat(32)
+    )
+}
+
+/// The 1-based line of the first line of `text` that contains `needle`.
+fn line_of(text: &str, needle: &str) -> usize {
+    text.lines().position(|line| line.contains(needle)).map_or(0, |i| i + 1)
+}
+
+#[test]
+fn prices_limits_and_budgets_load() {
+    let text = priced(
+        "\n[[budgets]]\nscope = \"global\"\nwindow = \"1h\"\nusd = 200\naction = \"downgrade\"\ndowngrade_to = \"cheap\"\nmax_usd_per_request = 0.5\n\
+         \n[[budgets]]\nscope = \"route:chat\"\nwindow = \"1m\"\nusd = 2.5\naction = \"warn\"\n",
+    );
+    let config = parse(&text, "baton.toml", &env).expect("valid");
+    let price = config.routes[0].targets[0].price.expect("a price");
+    assert_eq!((price.input_per_mtok, price.output_per_mtok, price.cached_input_per_mtok), (0.30, 2.50, Some(0.075)));
+    assert_eq!(config.routes[1].targets[0].price, None, "a price is optional");
+    let key = &config.access.keys.keys()[0];
+    assert_eq!((key.rpm, key.tpm), (Some(600), Some(200_000)));
+    use baton::config::{BudgetAction, BudgetScope, BudgetWindow};
+    let budgets: Vec<_> =
+        config.budgets.budgets.iter().map(|b| (b.scope.to_string(), b.window, b.usd, b.action.clone())).collect();
+    assert_eq!(
+        budgets,
+        [
+            ("global".to_owned(), BudgetWindow::Hour, 200.0, BudgetAction::Downgrade("cheap".to_owned())),
+            ("route:chat".to_owned(), BudgetWindow::Minute, 2.5, BudgetAction::Warn),
+            ("key:web".to_owned(), BudgetWindow::Hour, 5.0, BudgetAction::Block),
+            ("key:web".to_owned(), BudgetWindow::Day, 50.0, BudgetAction::Block),
+        ]
+    );
+    assert_eq!(config.budgets.max_usd_per_request(Some("web"), "chat"), Some(0.5), "the lowest cap that covers it");
+    assert_eq!(config.budgets.caps[0].scope, BudgetScope::Global, "the top-level cap is a global one");
+}
+
+#[test]
+fn money_mistakes_are_named_with_their_keys() {
+    let budget = |body: &str| priced(&format!("\n[[budgets]]\n{body}\n"));
+    let cases = [
+        (
+            priced("").replace("input_per_mtok = 0.15", "input_per_mtok = -0.15"),
+            "input_per_mtok = -0.15",
+            "routes[0].targets[1].price.input_per_mtok",
+            "USD per million tokens",
+        ),
+        (
+            priced("").replace("output_per_mtok = 2.50", "output_per_mtok = nan"),
+            "output_per_mtok = nan",
+            "routes[0].targets[0].price.output_per_mtok",
+            "USD per million tokens",
+        ),
+        (priced("").replace("rpm = 600", "rpm = 0"), "rpm = 0", "keys[0].rpm", "at least 1 per minute"),
+        (
+            priced("").replace("usd_per_hour = 5.0", "usd_per_hour = -5.0"),
+            "usd_per_hour",
+            "keys[0].budget.usd_per_hour",
+            "above 0",
+        ),
+        (budget("scope = \"team:a\"\nwindow = \"1h\"\nusd = 1.0"), "team:a", "budgets[0].scope", "unknown scope"),
+        (budget("scope = \"key:nobody\"\nwindow = \"1h\"\nusd = 1.0"), "key:nobody", "budgets[0].scope", "no key"),
+        (budget("scope = \"global\"\nwindow = \"1w\"\nusd = 1.0"), "1w", "budgets[0].window", "unknown window"),
+        (budget("scope = \"global\"\nwindow = \"1h\"\nusd = 0"), "usd = 0", "budgets[0].usd", "above 0"),
+        (
+            budget("scope = \"global\"\nwindow = \"1h\"\nusd = 1.0\naction = \"downgrade\""),
+            "action = \"downgrade\"",
+            "budgets[0].downgrade_to",
+            "needs downgrade_to",
+        ),
+        (
+            budget("scope = \"global\"\nwindow = \"1h\"\nusd = 1.0\naction = \"downgrade\"\ndowngrade_to = \"gone\""),
+            "downgrade_to = \"gone\"",
+            "budgets[0].downgrade_to",
+            "no route is named \"gone\"",
+        ),
+        (
+            budget("scope = \"global\"\nwindow = \"1h\"\nusd = 1.0\naction = \"shout\""),
+            "shout",
+            "budgets[0].action",
+            "unknown action",
+        ),
+        (
+            budget("scope = \"global\"\nwindow = \"1h\"\nusd = 1.0\ndowngrade_to = \"cheap\""),
+            "downgrade_to",
+            "budgets[0].downgrade_to",
+            "only action \"downgrade\"",
+        ),
+        (budget("scope = \"global\"\nusd = 1.0"), "usd = 1.0", "budgets[0].window", "needs a window"),
+        (
+            budget("scope = \"global\"\nmax_usd_per_request = -1"),
+            "max_usd_per_request = -1",
+            "budgets[0].max_usd_per_request",
+            "above 0",
+        ),
+        (
+            priced("").replace("max_usd_per_request = 1", "max_usd_per_request = inf"),
+            "max_usd_per_request",
+            "max_usd_per_request",
+            "finite",
+        ),
+    ];
+    for (text, at, key, needle) in cases {
+        let (line, got_key, message) = error_of(&text);
+        assert_eq!((line, got_key.as_str()), (line_of(&text, at), key), "for {needle}: {message}");
+        assert!(message.contains(needle), "expected {needle:?} in {message:?}");
+    }
+}

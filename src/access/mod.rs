@@ -22,6 +22,10 @@ pub struct ClientKey {
     /// The routes this key may use, by route name (an alias in the config
     /// is resolved to its route's name at load); `None` means every route.
     pub routes: Option<Vec<String>>,
+    /// Requests per minute this key may send (GCRA: a burst of up to this many).
+    pub rpm: Option<u64>,
+    /// Tokens per minute this key may use, estimated before and settled after.
+    pub tpm: Option<u64>,
 }
 
 impl ClientKey {
@@ -134,8 +138,14 @@ mod tests {
 
     fn keys() -> ClientKeys {
         ClientKeys::new(vec![
-            ClientKey { name: "web".into(), sha256: ClientKey::hash("sk-web"), routes: None },
-            ClientKey { name: "batch".into(), sha256: ClientKey::hash("sk-batch"), routes: Some(vec!["cheap".into()]) },
+            ClientKey { name: "web".into(), sha256: ClientKey::hash("sk-web"), routes: None, rpm: None, tpm: None },
+            ClientKey {
+                name: "batch".into(),
+                sha256: ClientKey::hash("sk-batch"),
+                routes: Some(vec!["cheap".into()]),
+                rpm: None,
+                tpm: None,
+            },
         ])
     }
 

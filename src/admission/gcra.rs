@@ -46,6 +46,13 @@ impl Gcra {
         self.paid_until = self.paid_until.checked_sub(back).unwrap_or(now).max(now);
     }
 
+    /// How many units could be taken at `now`: the full limit when idle.
+    pub fn available(&self, now: Instant) -> u64 {
+        let horizon = now.checked_add(WINDOW).unwrap_or(now);
+        let room = horizon.saturating_duration_since(self.paid_until.max(now));
+        u64::try_from(room.as_nanos() / self.interval.as_nanos().max(1)).unwrap_or(u64::MAX)
+    }
+
     /// Takes `units` more than were reserved, even past the limit: they were used.
     pub fn charge(&mut self, units: u64, now: Instant) {
         let units = u32::try_from(units).unwrap_or(u32::MAX);
@@ -91,7 +98,9 @@ mod tests {
         assert!(tokens.take(300, now).is_err(), "1,100 would pass the limit");
         tokens.give_back(700, now);
         assert_eq!(tokens.take(300, now), Ok(()), "only 100 were used: 400 of 1,000 now");
+        assert_eq!(tokens.available(now), 600, "400 of 1,000 in use");
         tokens.charge(1000, now);
         assert!(tokens.take(1, now).is_err(), "usage past the reservation counts too");
+        assert_eq!(tokens.available(now), 0);
     }
 }

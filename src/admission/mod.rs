@@ -3,14 +3,18 @@
 //! exactly once, when the attempt ends — with its outcome and its usage —
 //! or, if it is dropped first (a client gone, a hedge lost), as abandoned.
 //! The context window, the `Retry-After` cooldown, the provider's quota and
-//! its circuit breaker are policies; limits and budgets are meant to be one
-//! policy each.
+//! its circuit breaker are policies of that chain. What holds the client
+//! rather than a candidate — its key's limits, budgets, the per-request
+//! cost cap — is checked once per request, before the chain, by the
+//! [`RequestGate`].
 
 mod breaker;
 mod context;
 mod cooldown;
+mod gate;
 pub mod gcra;
 mod quota;
+pub mod spend;
 
 use std::time::Duration;
 
@@ -19,6 +23,7 @@ use tokio::time::Instant;
 pub use breaker::BreakerPolicy;
 pub use context::ContextWindowPolicy;
 pub use cooldown::CooldownPolicy;
+pub use gate::{Admitted, GateTicket, KeyUse, Refusal, RequestGate, SpendView};
 pub use quota::QuotaPolicy;
 
 use crate::config::Provider;

@@ -6,7 +6,7 @@ use toml::Spanned;
 
 use super::raw::{RawConfig, RawKey};
 use super::validate::Checker;
-use super::{Access, ConfigError, Route};
+use super::{Access, Budget, ConfigError, Route};
 use crate::access::{ClientKey, ClientKeys};
 
 impl Checker<'_> {
@@ -16,11 +16,12 @@ impl Checker<'_> {
         &self,
         raw: &RawConfig,
         routes: &[std::sync::Arc<Route>],
+        budgets: &mut Vec<Budget>,
         errors: &mut Vec<ConfigError>,
     ) -> Access {
         let mut keys: Vec<ClientKey> = Vec::new();
         for (i, raw_key) in raw.keys.iter().enumerate() {
-            match self.key(raw_key.get_ref(), i, routes) {
+            match self.key(raw_key.get_ref(), i, routes, budgets) {
                 Ok(key) if keys.iter().any(|k| k.name == key.name) => {
                     let message = format!("duplicate key name {:?}", key.name);
                     errors.push(self.error(&raw_key.get_ref().name, format!("keys[{i}].name"), message));
@@ -42,7 +43,13 @@ impl Checker<'_> {
         }
     }
 
-    fn key(&self, raw: &RawKey, i: usize, routes: &[std::sync::Arc<Route>]) -> Result<ClientKey, ConfigError> {
+    fn key(
+        &self,
+        raw: &RawKey,
+        i: usize,
+        routes: &[std::sync::Arc<Route>],
+        budgets: &mut Vec<Budget>,
+    ) -> Result<ClientKey, ConfigError> {
         let at = |field: &str| format!("keys[{i}].{field}");
         let name = raw.name.get_ref().trim().to_owned();
         if name.is_empty() {
@@ -67,7 +74,16 @@ impl Checker<'_> {
             Some(names) => Some(self.key_routes(names, &at("routes"), routes)?),
             None => None,
         };
-        Ok(ClientKey { name, sha256, routes })
+        let per_minute = |value: &Option<Spanned<u64>>, field: &str| match value {
+            Some(n) if *n.get_ref() == 0 => Err(self.error(n, at(field), "must be at least 1 per minute")),
+            Some(n) => Ok(Some(*n.get_ref())),
+            None => Ok(None),
+        };
+        let (rpm, tpm) = (per_minute(&raw.rpm, "rpm")?, per_minute(&raw.tpm, "tpm")?);
+        if let Some(budget) = &raw.budget {
+            budgets.extend(self.key_budget(budget, &name, &at("budget"))?);
+        }
+        Ok(ClientKey { name, sha256, routes, rpm, tpm })
     }
 
     /// The routes a key names, by name or alias, as route names: a key

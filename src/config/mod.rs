@@ -3,6 +3,7 @@
 //! reported with its file, line and key before anything starts.
 
 mod keys;
+mod money;
 mod raw;
 mod routing;
 mod secret;
@@ -17,6 +18,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
+pub use money::{Budget, BudgetAction, BudgetScope, BudgetWindow, Budgets, Price, RequestCap, add_usd};
 pub use secret::Secret;
 
 pub use crate::resilience::BreakerSettings;
@@ -79,6 +81,8 @@ pub struct Config {
     pub providers: Vec<Arc<Provider>>,
     /// The routes, in file order; shared with the streams that use them.
     pub routes: Vec<Arc<Route>>,
+    /// Spend budgets and per-request cost caps.
+    pub budgets: Budgets,
 }
 
 /// Who may call, and from where.
@@ -290,6 +294,9 @@ pub struct Target {
     pub prefill: bool,
     /// This target's share of first attempts on a `weighted` route (at least 1).
     pub weight: u32,
+    /// What its tokens cost, when declared: the cost of the answers it
+    /// gives, and the estimate a per-request cap is checked against.
+    pub price: Option<Price>,
 }
 
 impl Config {

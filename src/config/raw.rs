@@ -19,8 +19,11 @@ pub(super) struct RawConfig {
     pub max_cooldown_ms: Option<Spanned<u64>>,
     pub allow_unauthenticated: Option<Spanned<bool>>,
     pub allowed_hosts: Option<Spanned<Vec<String>>>,
+    pub max_usd_per_request: Option<Spanned<f64>>,
     #[serde(default)]
     pub keys: Vec<Spanned<RawKey>>,
+    #[serde(default)]
+    pub budgets: Vec<Spanned<RawBudget>>,
     #[serde(default)]
     pub providers: Vec<Spanned<RawProvider>>,
     #[serde(default)]
@@ -34,6 +37,28 @@ pub(super) struct RawKey {
     pub key: Option<Spanned<String>>,
     pub key_sha256: Option<Spanned<String>>,
     pub routes: Option<Spanned<Vec<String>>>,
+    pub rpm: Option<Spanned<u64>>,
+    pub tpm: Option<Spanned<u64>>,
+    pub budget: Option<Spanned<RawKeyBudget>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawKeyBudget {
+    pub usd_per_minute: Option<Spanned<f64>>,
+    pub usd_per_hour: Option<Spanned<f64>>,
+    pub usd_per_day: Option<Spanned<f64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawBudget {
+    pub scope: Spanned<String>,
+    pub window: Option<Spanned<String>>,
+    pub usd: Option<Spanned<f64>>,
+    pub action: Option<Spanned<String>>,
+    pub downgrade_to: Option<Spanned<String>>,
+    pub max_usd_per_request: Option<Spanned<f64>>,
 }
 
 #[derive(Deserialize)]
@@ -97,4 +122,13 @@ pub(super) struct RawTarget {
     pub retries: Option<Spanned<u32>>,
     pub prefill: Option<bool>,
     pub weight: Option<Spanned<u32>>,
+    pub price: Option<Spanned<RawPrice>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPrice {
+    pub input_per_mtok: Spanned<f64>,
+    pub output_per_mtok: Spanned<f64>,
+    pub cached_input_per_mtok: Option<Spanned<f64>>,
 }

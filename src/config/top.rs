@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Access, Config, Provider, Route, Secret, UpstreamLimits};
+use super::{Access, Budgets, Config, Provider, Route, Secret, UpstreamLimits};
 
 /// The top-level settings, waiting for the providers and routes.
 pub(super) struct Top {
@@ -19,7 +19,13 @@ pub(super) struct Top {
 }
 
 impl Top {
-    pub(super) fn into_config(self, access: Access, providers: Vec<Arc<Provider>>, routes: Vec<Arc<Route>>) -> Config {
+    pub(super) fn into_config(
+        self,
+        access: Access,
+        providers: Vec<Arc<Provider>>,
+        routes: Vec<Arc<Route>>,
+        budgets: Budgets,
+    ) -> Config {
         Config {
             listen: self.listen,
             max_body_bytes: self.max_body_bytes,
@@ -31,6 +37,7 @@ impl Top {
             access,
             providers,
             routes,
+            budgets,
         }
     }
 }

@@ -84,7 +84,11 @@ impl Checker<'_> {
                 Err(err) => errors.push(err),
             }
         }
-        let access = self.access(&raw, &routes, &mut errors);
+        let mut key_budgets = Vec::new();
+        let access = self.access(&raw, &routes, &mut key_budgets, &mut errors);
+        let key_names: Vec<&str> = access.keys.keys().iter().map(|key| key.name.as_str()).collect();
+        let mut budgets = self.budgets(&raw, &key_names, &routes, &mut errors);
+        budgets.budgets.extend(key_budgets);
         if let (Some(top), Some(listen)) = (&top, &raw.listen)
             && let Some(why) = access.open_relay(top.listen)
         {
@@ -99,7 +103,7 @@ impl Checker<'_> {
             });
         }
         match (top, errors.len()) {
-            (Some(top), 0) => Ok(top.into_config(access, providers, routes)),
+            (Some(top), 0) => Ok(top.into_config(access, providers, routes, budgets)),
             (_, 1) => Err(errors.remove(0)),
             _ => Err(ConfigError::Many(errors)),
         }
@@ -384,6 +388,10 @@ impl Checker<'_> {
                 self.error(&target.provider, target_key("provider"), format!("{NO_SUCH_PROVIDER} {name:?}"))
             })?;
             let deadline = target.first_token_timeout_ms.as_ref();
+            let price = match &target.price {
+                Some(price) => Some(self.price(price, &format!("{key}[{j}].price"))?),
+                None => None,
+            };
             targets.push(Target {
                 provider: Arc::clone(provider),
                 model: target.model.get_ref().clone(),
@@ -396,6 +404,7 @@ impl Checker<'_> {
                 retries: target.retries.as_ref().map_or(0, |n| *n.get_ref()),
                 prefill: target.prefill.unwrap_or(false),
                 weight: self.weight(target.weight.as_ref(), &target_key("weight"))?,
+                price,
             });
         }
         Ok(targets)

@@ -10,7 +10,8 @@ use axum::http::HeaderMap;
 use serde_json::{Value, json};
 
 use super::AppState;
-use crate::config::Config;
+use crate::admission::{RequestGate, SpendView};
+use crate::config::{BudgetAction, BudgetScope, Config};
 use crate::core::Drills;
 use crate::dialect::ApiError;
 use crate::resilience::{BreakerState, ProviderHealth, Tally};
@@ -55,8 +56,9 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// `GET /admin/status`: each provider's breaker, recent attempts, time to
-/// first token, streams in flight and last failure; each route's requests
-/// and failovers.
+/// first token, streams in flight, last failure and spend; each route's
+/// requests, failovers and spend; each key's limits in use and spend; each
+/// budget's spend against its limit.
 pub(super) async fn status(State(state): State<AppState>, headers: HeaderMap) -> Result<Json<Value>, ApiError> {
     let config = state.config();
     authorize(&headers, &config, "status", false)?;
@@ -64,7 +66,11 @@ pub(super) async fn status(State(state): State<AppState>, headers: HeaderMap) ->
     let providers: Vec<Value> = config
         .providers
         .iter()
-        .map(|provider| provider_status(&provider.name, provider.kind.name(), &health.provider(&provider.name)))
+        .map(|provider| {
+            let mut status = provider_status(&provider.name, provider.kind.name(), &health.provider(&provider.name));
+            status["spend_usd"] = json!(state.gate().provider_spend(&provider.name));
+            status
+        })
         .collect();
     let (last_1m, last_15m) = (state.routes().last(1), state.routes().last(15));
     let routes: Vec<Value> = config
@@ -76,6 +82,7 @@ pub(super) async fn status(State(state): State<AppState>, headers: HeaderMap) ->
                 let tally = window.get(&route.model).copied().unwrap_or_default();
                 json!({ "requests": tally.total, "answered": tally.ok, "failovers": tally.failed })
             };
+            let spend = spend_json(state.gate().spend(&BudgetScope::Route(route.model.clone())));
             json!({
                 "name": route.model,
                 "aliases": route.aliases,
@@ -83,13 +90,67 @@ pub(super) async fn status(State(state): State<AppState>, headers: HeaderMap) ->
                 "targets": targets,
                 "last_1m": counts(&last_1m),
                 "last_15m": counts(&last_15m),
+                "spend": spend,
             })
         })
         .collect();
-    // Keys by name and the routes each may use: never a secret or a hash.
-    let keys: Vec<Value> =
-        config.access.keys.keys().iter().map(|key| json!({ "name": key.name, "routes": key.routes })).collect();
-    Ok(Json(json!({ "providers": providers, "routes": routes, "keys": keys })))
+    let keys = keys_status(&config, state.gate());
+    let budgets = budgets_status(&config, state.gate());
+    let global = spend_json(state.gate().spend(&BudgetScope::Global));
+    Ok(Json(json!({
+        "providers": providers,
+        "routes": routes,
+        "keys": keys,
+        "budgets": budgets,
+        "spend": global,
+    })))
+}
+
+/// Keys by name, the routes each may use, its limits with what is left of
+/// them now, and its spend: never a secret or a hash.
+fn keys_status(config: &Config, gate: &RequestGate) -> Vec<Value> {
+    let keys = config.access.keys.keys().iter();
+    keys.map(|key| {
+        let used = gate.key_use(key);
+        let limit = |limit: Option<u64>, available: Option<u64>| {
+            limit.map(|limit| json!({ "per_minute": limit, "available": available }))
+        };
+        json!({
+            "name": key.name,
+            "routes": key.routes,
+            "rpm": limit(key.rpm, used.requests_available),
+            "tpm": limit(key.tpm, used.tokens_available),
+            "spend": spend_json(used.spend),
+        })
+    })
+    .collect()
+}
+
+/// Each budget and per-request cap, with what its scope spent over its window.
+fn budgets_status(config: &Config, gate: &RequestGate) -> Vec<Value> {
+    let budgets = config.budgets.budgets.iter().map(|budget| {
+        let spent = gate.spend(&budget.scope).windows[budget.window.index()];
+        let downgrade_to = match &budget.action {
+            BudgetAction::Downgrade(to) => Some(to.as_str()),
+            _ => None,
+        };
+        json!({
+            "scope": budget.scope.to_string(),
+            "window": budget.window.label(),
+            "usd": budget.usd,
+            "spent_usd": spent,
+            "action": budget.action.label(),
+            "downgrade_to": downgrade_to,
+        })
+    });
+    let caps =
+        config.budgets.caps.iter().map(|cap| json!({ "scope": cap.scope.to_string(), "max_usd_per_request": cap.usd }));
+    budgets.chain(caps).collect()
+}
+
+fn spend_json(spend: SpendView) -> Value {
+    let [last_1m, last_1h, last_1d] = spend.windows;
+    json!({ "total_usd": spend.total_usd, "last_1m": last_1m, "last_1h": last_1h, "last_1d": last_1d })
 }
 
 fn provider_status(name: &str, kind: &str, health: &ProviderHealth) -> Value {

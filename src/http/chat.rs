@@ -31,6 +31,9 @@ const COALESCE_BYTES: usize = 16 * 1024;
 /// The header that carries the request id, both ways.
 const REQUEST_ID: &str = "x-request-id";
 
+/// The header that names the route a budget moved a request off.
+const DOWNGRADED: &str = "x-baton-downgraded";
+
 /// The handler, in dialect `D`: every error, a panic's included, is answered
 /// in `D`'s shape.
 pub(super) async fn chat<D: Dialect>(State(state): State<AppState>, request: Request) -> Response {
@@ -84,16 +87,31 @@ async fn serve<D: Dialect>(state: &AppState, id: Arc<str>, request: Request) -> 
         return Err(ApiError::denied(Denied::Route { key: key.name.clone(), route: route.model.clone() }));
     }
     let engine = state.engine();
-    let mut watch = RequestWatch::new(Arc::clone(engine.metrics()), Arc::clone(state.routes()), id, &route.model);
+    let admitted = state.gate().admit(&config, key, route, &ingress.request);
+    let served = admitted.as_ref().map_or(route, |admitted| &admitted.route);
+    let mut watch = RequestWatch::new(Arc::clone(engine.metrics()), Arc::clone(state.routes()), id, &served.model);
+    if let Some(key) = key {
+        watch.key(&key.name);
+    }
+    let admitted = admitted.inspect_err(|refusal| watch.end(refusal.kind()))?;
+    watch.settle_with(Box::new(admitted.ticket));
+    if let Some(from) = &admitted.downgraded_from {
+        watch.downgraded(from);
+    }
     if let Some(stall) = stall {
         watch.stalled_when(move || stall.happened());
     }
+    let route = &admitted.route;
     let call = Call { id: Arc::clone(watch.id()), request: ingress.request, drills };
-    if ingress.stream {
-        stream::<D>(state, route, call, watch, ingress.options).await
+    let mut response = if ingress.stream {
+        stream::<D>(state, route, call, watch, ingress.options).await?
     } else {
-        complete::<D>(state, route, &call, watch, ingress.options).await
+        complete::<D>(state, route, &call, watch, ingress.options).await?
+    };
+    if let Some(from) = admitted.downgraded_from.and_then(|from| HeaderValue::from_str(&from).ok()) {
+        response.headers_mut().insert(DOWNGRADED, from);
     }
+    Ok(response)
 }
 
 /// A streamed answer: headers and the first chunk at commit, then the relay.
@@ -110,7 +128,8 @@ async fn stream<D: Dialect>(
         () = state.drained() => Err(ProxyError::ShuttingDown),
     };
     let committed = committed.inspect_err(|err| watch.end(err.kind()))?;
-    watch.committed(&committed.winner, Some(engine.health().provider(&committed.winner.provider)));
+    let price = route.targets.get(committed.winner.target).and_then(|target| target.price);
+    watch.committed(&committed.winner, price, Some(engine.health().provider(&committed.winner.provider)));
     let encoder = D::encoder(&committed.winner.model, options);
     let id = Arc::clone(watch.id());
     let sse = sse_body(committed.events, encoder, watch, state.clone());
@@ -136,7 +155,8 @@ async fn complete<D: Dialect>(
         () = state.drained() => Err(ProxyError::ShuttingDown),
     };
     let completed = completed.inspect_err(|err| watch.end(err.kind()))?;
-    watch.committed(&completed.winner, None);
+    let price = route.targets.get(completed.winner.target).and_then(|target| target.price);
+    watch.committed(&completed.winner, price, None);
     for event in &completed.events {
         if let Event::Usage(usage) = event {
             watch.usage(*usage);

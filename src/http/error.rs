@@ -6,6 +6,7 @@
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
+use crate::admission::Refusal;
 use crate::core::{Failure, ProxyError};
 use crate::dialect::openai::OpenAiChat;
 use crate::dialect::{ApiError, Dialect, ErrorKind};
@@ -23,6 +24,21 @@ impl From<ProxyError> for ApiError {
         };
         let retry_after_secs = err.retry_after().map(|wait| wait.as_secs_f64().ceil() as u64);
         ApiError::new(status, kind, err.kind(), err.to_string()).with_retry_after(retry_after_secs)
+    }
+}
+
+impl From<Refusal> for ApiError {
+    /// A key over its limits or a spent budget: 429 with the wait, as
+    /// OpenAI answers a rate limit; a request no target can afford: 400,
+    /// since asking again will not change its estimate.
+    fn from(refusal: Refusal) -> Self {
+        let (status, kind, code) = match &refusal {
+            Refusal::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, ErrorKind::RateLimit, "rate_limit_exceeded"),
+            Refusal::BudgetExceeded { .. } => (StatusCode::TOO_MANY_REQUESTS, ErrorKind::RateLimit, "budget_exceeded"),
+            Refusal::OverCostCap { .. } => (StatusCode::BAD_REQUEST, ErrorKind::InvalidRequest, "over_cost_cap"),
+        };
+        let retry_after_secs = refusal.retry_after().map(|wait| wait.as_secs_f64().ceil().max(1.0) as u64);
+        ApiError::new(status, kind, code, refusal.to_string()).with_retry_after(retry_after_secs)
     }
 }
 

@@ -9,6 +9,7 @@ use arc_swap::ArcSwap;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::admission::RequestGate;
 use crate::config::{self, Config, ConfigError};
 use crate::core::Engine;
 use crate::observe::RouteStats;
@@ -21,6 +22,7 @@ pub struct AppState {
     config_path: Option<Arc<PathBuf>>,
     engine: Engine,
     routes: Arc<RouteStats>,
+    gate: Arc<RequestGate>,
     drain: watch::Sender<Option<Instant>>,
 }
 
@@ -28,7 +30,9 @@ impl AppState {
     /// State for `config`, with a fresh engine.
     pub fn new(config: Config) -> Result<Self, ClientError> {
         let engine = Engine::new(&config)?;
+        let gate = Arc::new(RequestGate::new(Arc::clone(engine.metrics())));
         Ok(AppState {
+            gate,
             config: Arc::new(ArcSwap::from_pointee(config)),
             config_path: None,
             engine,
@@ -59,6 +63,11 @@ impl AppState {
         let config = self.config();
         let metrics = Arc::clone(self.engine.metrics());
         super::server::ConnectionLimits::new(config.max_connections, config.client_stall_timeout, metrics)
+    }
+
+    /// Client keys' limits, budgets and spend, kept across reloads.
+    pub fn gate(&self) -> &RequestGate {
+        &self.gate
     }
 
     /// Per-route request counts.

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -31,6 +32,12 @@ pub const TOKENS: &str = "baton_tokens";
 pub const BREAKER_STATE: &str = "baton_breaker_state";
 /// Streams being relayed now, by provider.
 pub const INFLIGHT_STREAMS: &str = "baton_inflight_streams";
+
+/// USD spent, by route, provider and client key (`-` for none): usage
+/// at the answering target's price (a float counter).
+pub const COST_USD: &str = "baton_cost_usd";
+/// Requests that met a spent budget, by scope, window and action.
+pub const BUDGET_EXCEEDED: &str = "baton_budget_exceeded";
 
 /// Clients that misbehaved, by kind: `body_timeout`, `client_stalled`,
 /// `connection_cap`, `panic`.
@@ -74,6 +81,20 @@ struct KindLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CostLabels {
+    route: String,
+    provider: String,
+    key: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BudgetLabels {
+    scope: String,
+    window: &'static str,
+    action: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct TokenLabels {
     provider: String,
     direction: String,
@@ -99,6 +120,8 @@ pub struct Metrics {
     breaker_state: Family<ProviderLabel, Gauge>,
     inflight: Family<ProviderLabel, Gauge>,
     client_faults: Family<KindLabel, Counter>,
+    cost: Family<CostLabels, Counter<f64, AtomicU64>>,
+    budget_exceeded: Family<BudgetLabels, Counter>,
     /// When a client fault was last logged, per kind, so a flood logs a line a second.
     fault_logged: Mutex<HashMap<&'static str, Instant>>,
 }
@@ -122,6 +145,8 @@ impl Metrics {
         let breaker_state = Family::default();
         let inflight = Family::default();
         let client_faults = Family::default();
+        let cost = Family::default();
+        let budget_exceeded = Family::default();
         registry.register(REQUESTS, "Requests by route and outcome", requests.clone());
         registry.register(ATTEMPTS, "Upstream attempts by provider and outcome", attempts.clone());
         registry.register(FAILOVERS, "Moves to the next provider, by reason", failovers.clone());
@@ -131,6 +156,8 @@ impl Metrics {
         registry.register(BREAKER_STATE, "Circuit breaker: 0 closed, 1 half-open, 2 open", breaker_state.clone());
         registry.register(INFLIGHT_STREAMS, "Streams being relayed now", inflight.clone());
         registry.register(CLIENT_FAULTS, "Clients that misbehaved, by kind", client_faults.clone());
+        registry.register(COST_USD, "USD spent, by route, provider and client key", cost.clone());
+        registry.register(BUDGET_EXCEEDED, "Requests that met a spent budget", budget_exceeded.clone());
         Metrics {
             registry,
             requests,
@@ -142,6 +169,8 @@ impl Metrics {
             breaker_state,
             inflight,
             client_faults,
+            cost,
+            budget_exceeded,
             fault_logged: Mutex::new(HashMap::new()),
         }
     }
@@ -176,6 +205,17 @@ impl Metrics {
             let labels = TokenLabels { provider: provider.to_owned(), direction: direction.to_owned() };
             self.tokens.get_or_create(&labels).inc_by(count);
         }
+    }
+
+    /// An answer on `route` from `provider` for client key `key` cost `usd`.
+    pub fn cost(&self, route: &str, provider: &str, key: &str, usd: f64) {
+        let labels = CostLabels { route: route.to_owned(), provider: provider.to_owned(), key: key.to_owned() };
+        self.cost.get_or_create(&labels).inc_by(usd);
+    }
+
+    /// A request met the spent budget of `scope` over `window`, which acted so.
+    pub fn budget_exceeded(&self, scope: String, window: &'static str, action: &'static str) {
+        self.budget_exceeded.get_or_create(&BudgetLabels { scope, window, action }).inc();
     }
 
     /// A client misbehaved (`kind` as in [`CLIENT_FAULTS`]): counted always,

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 pub use metrics::Metrics;
-pub use request::RequestWatch;
+pub use request::{Ended, NO_KEY, RequestWatch, Settle};
 
 use crate::resilience::{MinuteWindow, Tally};
 

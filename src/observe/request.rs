@@ -8,6 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{Metrics, RouteStats};
+use crate::config::Price;
 use crate::event::Usage;
 use crate::event::Winner;
 use crate::resilience::{ProviderHealth, Tally};
@@ -16,6 +17,33 @@ use crate::resilience::{ProviderHealth, Tally};
 const CLIENT_DISCONNECT: &str = "client_disconnect";
 /// How a request ended when its client stopped reading for the stall timeout.
 const CLIENT_STALLED: &str = "client_stalled";
+
+/// The key label and log value of a request that presented no client key.
+pub const NO_KEY: &str = "-";
+
+/// How a request ended, for what it reserved or spent.
+#[derive(Debug, Clone, Copy)]
+pub struct Ended<'a> {
+    /// The client key's name, if it presented one.
+    pub key: Option<&'a str>,
+    /// The route that served it.
+    pub route: &'a str,
+    /// The provider that answered, if one did.
+    pub provider: Option<&'a str>,
+    /// The usage the provider reported.
+    pub usage: Usage,
+    /// Whether an answer committed (a provider was generating for it).
+    pub committed: bool,
+    /// What it cost: the reported usage at the answering target's price.
+    pub cost_usd: Option<f64>,
+}
+
+/// What a request holds until it ends (a key's token reservation, its
+/// spend to charge), settled exactly once with how it ended.
+pub trait Settle: Send {
+    /// The request ended so.
+    fn settle(self: Box<Self>, ended: &Ended<'_>);
+}
 
 /// The per-request record; logs one line and updates metrics when dropped.
 pub struct RequestWatch {
@@ -31,6 +59,10 @@ pub struct RequestWatch {
     outcome: Option<&'static str>,
     /// Says whether the client stopped reading, for a request it abandoned.
     stalled: Option<Box<dyn Fn() -> bool + Send>>,
+    key: Option<String>,
+    price: Option<Price>,
+    downgraded_from: Option<String>,
+    settle: Option<Box<dyn Settle>>,
 }
 
 impl RequestWatch {
@@ -48,7 +80,26 @@ impl RequestWatch {
             usage: Usage::default(),
             outcome: None,
             stalled: None,
+            key: None,
+            price: None,
+            downgraded_from: None,
+            settle: None,
         }
+    }
+
+    /// The client key the request presented, by name.
+    pub fn key(&mut self, name: &str) {
+        self.key = Some(name.to_owned());
+    }
+
+    /// What the request holds until it ends, settled when the watch ends.
+    pub fn settle_with(&mut self, settle: Box<dyn Settle>) {
+        self.settle = Some(settle);
+    }
+
+    /// A budget moved the request here from route `from`.
+    pub fn downgraded(&mut self, from: &str) {
+        self.downgraded_from = Some(from.to_owned());
     }
 
     /// `stalled` tells, when the answer is abandoned, whether the client
@@ -64,7 +115,9 @@ impl RequestWatch {
 
     /// An attempt committed: its first byte is going out now. A streamed
     /// answer counts as in flight for `health` until the watch ends.
-    pub fn committed(&mut self, winner: &Winner, streaming: Option<Arc<ProviderHealth>>) {
+    /// `price` is the answering target's, which the answer's usage is charged at.
+    pub fn committed(&mut self, winner: &Winner, price: Option<Price>, streaming: Option<Arc<ProviderHealth>>) {
+        self.price = price;
         self.first_token = Some(self.started.elapsed());
         if let Some(health) = &streaming {
             health.stream_started();
@@ -101,12 +154,27 @@ impl Drop for RequestWatch {
         if self.winner.is_some() {
             self.metrics.tokens(provider, input, output);
         }
+        let cost_usd = self.winner.as_ref().and(self.price).and_then(|price| {
+            let reported = self.usage.input_tokens.is_some() || self.usage.output_tokens.is_some();
+            reported.then(|| price.cost(self.usage))
+        });
+        let key = self.key.as_deref();
+        if let Some(cost) = cost_usd {
+            self.metrics.cost(&self.route, provider, key.unwrap_or(NO_KEY), cost);
+        }
+        if let Some(settle) = self.settle.take() {
+            let provider = self.winner.as_ref().map(|winner| &*winner.provider);
+            let committed = self.winner.is_some();
+            settle.settle(&Ended { key, route: &self.route, provider, usage: self.usage, committed, cost_usd });
+        }
         let failed_over = attempts > 1;
         let answered = self.winner.is_some() && outcome == "ok";
         self.routes.record(&self.route, Tally { total: 1, ok: u64::from(answered), failed: u64::from(failed_over) });
         tracing::info!(
             request_id = %self.id,
+            key = key.unwrap_or(NO_KEY),
             route = %self.route,
+            downgraded_from = self.downgraded_from.as_deref(),
             provider,
             model,
             attempt = attempts,
@@ -116,6 +184,7 @@ impl Drop for RequestWatch {
             input_tokens = input,
             output_tokens = output,
             fallback_count = attempts.saturating_sub(1),
+            cost_usd,
             "request"
         );
     }

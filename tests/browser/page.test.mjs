@@ -69,6 +69,9 @@ test("the playground streams answers and the live status shows failovers", { tim
     }, null, { timeout: 10000 });
     const failedAttempts = await page.textContent('[data-provider="flaky-anthropic"]');
     assert.match(failedAttempts, /last failure/, "the flaky provider's card is shown");
+    await page.waitForFunction(() => /^\$0\.0*[1-9]/.test(document.getElementById("status-spend").textContent),
+      null, { timeout: 10000 });
+    assert.match(await page.textContent('[data-provider="steady-openai"]'), /spend \$0\.\d{4}/, "the demo's priced answers show their spend");
 
     mkdirSync(ARTIFACTS, { recursive: true });
     await page.screenshot({ path: `${ARTIFACTS}/page.png`, fullPage: true });
