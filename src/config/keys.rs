@@ -10,8 +10,9 @@ use super::{Access, Budget, ConfigError, Route};
 use crate::access::{ClientKey, ClientKeys};
 
 impl Checker<'_> {
-    /// `[[keys]]`, `allow_unauthenticated` and `allowed_hosts`; every
-    /// mistake is pushed to `errors`. Routes named by a key must exist.
+    /// `[[keys]]`, `allow_unauthenticated`, `allowed_hosts` and
+    /// `cors_origins`; every mistake is pushed to `errors`. Routes named by
+    /// a key must exist.
     pub(super) fn access(
         &self,
         raw: &RawConfig,
@@ -36,10 +37,24 @@ impl Checker<'_> {
         }
         let allowed_hosts =
             raw.allowed_hosts.as_ref().map(|hosts| hosts.get_ref().iter().map(|h| h.to_ascii_lowercase()).collect());
+        let mut cors_origins = Vec::new();
+        if let Some(origins) = &raw.cors_origins {
+            for (i, origin) in origins.get_ref().iter().enumerate() {
+                match cors_origin(origin) {
+                    Some(origin) => cors_origins.push(origin),
+                    None => errors.push(self.error(
+                        origins,
+                        format!("cors_origins[{i}]"),
+                        format!("{origin:?} is neither \"*\" nor an origin such as \"https://app.example\" (a scheme and a host, an optional port, no path)"),
+                    )),
+                }
+            }
+        }
         Access {
             keys: ClientKeys::new(keys),
             allow_unauthenticated: raw.allow_unauthenticated.as_ref().is_some_and(|allow| *allow.get_ref()),
             allowed_hosts: allowed_hosts.unwrap_or_default(),
+            cors_origins,
         }
     }
 
@@ -105,6 +120,19 @@ impl Checker<'_> {
         }
         Ok(allowed)
     }
+}
+
+/// `origin` as browsers send it in `Origin` (`scheme://host[:port]`,
+/// lower case), or `*`; `None` when it is neither.
+fn cors_origin(origin: &str) -> Option<String> {
+    let origin = origin.trim();
+    if origin == "*" {
+        return Some(origin.to_owned());
+    }
+    let (scheme, rest) = origin.split_once("://")?;
+    let host_ok = !rest.is_empty()
+        && rest.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'[' | b']'));
+    (matches!(scheme, "http" | "https") && host_ok).then(|| origin.to_ascii_lowercase())
 }
 
 fn parse_sha256(hex: &str) -> Option<[u8; 32]> {

@@ -95,6 +95,9 @@ pub struct Access {
     pub allow_unauthenticated: bool,
     /// When not empty, the only `Host` names served (against DNS rebinding).
     pub allowed_hosts: Vec<String>,
+    /// The web origins whose pages may call baton (`*` for any); empty
+    /// sends no CORS headers at all.
+    pub cors_origins: Vec<String>,
 }
 
 impl Access {

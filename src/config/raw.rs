@@ -19,6 +19,7 @@ pub(super) struct RawConfig {
     pub max_cooldown_ms: Option<Spanned<u64>>,
     pub allow_unauthenticated: Option<Spanned<bool>>,
     pub allowed_hosts: Option<Spanned<Vec<String>>>,
+    pub cors_origins: Option<Spanned<Vec<String>>>,
     pub max_usd_per_request: Option<Spanned<f64>>,
     #[serde(default)]
     pub keys: Vec<Spanned<RawKey>>,

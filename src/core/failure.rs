@@ -46,6 +46,9 @@ pub enum Failure {
     /// Skipped: the provider asked for no requests until this much later.
     #[error("skipped: rate limited for {} ms more", .0.as_millis())]
     CoolingDown(Duration),
+    /// The answer is not the JSON the request asked for.
+    #[error("the answer is not valid for the requested format: {0}")]
+    InvalidOutput(String),
     /// Skipped: the target cannot honour these fields of the request.
     #[error("skipped: cannot honour {}", list(.0))]
     Unsupported(Vec<Field>),
@@ -100,6 +103,7 @@ impl Failure {
             Failure::CoolingDown(_) => Class { skip: true, rate_limited: true, ..Class::baton("cooling_down") },
             Failure::OverQuota(_) => Class { skip: true, rate_limited: true, ..Class::baton("over_quota") },
             Failure::Unsupported(_) => Class { skip: true, ..Class::baton("unsupported") },
+            Failure::InvalidOutput(_) => Class { charge_breaker: false, ..Class::upstream("invalid_output") },
             Failure::ContextWindow { .. } => Class { skip: true, ..Class::baton("context_window") },
             Failure::ShuttingDown => Class::baton("shutting_down"),
             Failure::Unresumed { broke, .. } => Class { charge_breaker: false, ..broke.class() },
@@ -119,6 +123,7 @@ impl Failure {
             Failure::Provider(err) => err.summary(),
             Failure::Unresumed { broke, .. } => format!("{}; resuming failed", broke.summary()),
             Failure::Drill(real) => format!("drill: {}", real.summary()),
+            Failure::InvalidOutput(_) => "the answer is not valid for the requested format".to_owned(),
             other => other.to_string(),
         }
     }

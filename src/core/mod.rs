@@ -13,6 +13,7 @@ mod relay;
 mod resume;
 mod splice;
 mod strategy;
+mod structured;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -141,9 +142,11 @@ impl Engine {
     /// continued by another candidate.
     pub async fn stream(&self, route: &Arc<Route>, call: Call) -> Result<Committed, ProxyError> {
         let started = Instant::now();
+        let id = Arc::clone(&call.id);
         let deadline = later(started, route.request_timeout.unwrap_or(DEFAULT_REQUEST_BOUND));
         let (winner, events) =
             self.run(Plan::fresh(&call, route, &self.health, deadline), |events| async move { Ok(events) }).await?;
+        let expected = self.expected_output(route, &call);
         let events = match route.on_midstream_failure {
             MidstreamPolicy::Error => events,
             MidstreamPolicy::Resume => {
@@ -151,20 +154,44 @@ impl Engine {
                 resume::resumable(self.clone(), Arc::clone(route), call, &winner, deadline, events)
             }
         };
+        let events = match expected {
+            Some(expected) => structured::checked_stream(events, expected, route.limits.max_answer_bytes, id),
+            None => events,
+        };
         Ok(Committed { winner, events })
     }
 
     /// Reads a whole answer to `call` from the first target of `route` that
-    /// completes one; a failure anywhere before the end moves on. The whole
+    /// completes one (and, when JSON was asked for, a valid one); a failure
+    /// anywhere before the end moves on. The whole
     /// request is bounded by the route's `request_timeout_ms` (or
     /// [`DEFAULT_REQUEST_BOUND`]) and the answer by `max_answer_bytes`.
     pub async fn complete(&self, route: &Route, call: &Call) -> Result<Completed, ProxyError> {
         let timeout = route.request_timeout.unwrap_or(DEFAULT_REQUEST_BOUND);
         let deadline = later(Instant::now(), timeout);
         let max_bytes = route.limits.max_answer_bytes;
-        let collect = |events| relay::collect(events, deadline, timeout, max_bytes);
+        let expected = self.expected_output(route, call);
+        let collect = |events| {
+            let expected = expected.as_ref();
+            async move {
+                let events = relay::collect(events, deadline, timeout, max_bytes).await?;
+                match expected {
+                    Some(expected) => structured::checked(expected, events),
+                    None => Ok(events),
+                }
+            }
+        };
         let (winner, events) = self.run(Plan::fresh(call, route, &self.health, deadline), collect).await?;
         Ok(Completed { winner, events })
+    }
+
+    /// The JSON the answer must be, when the request asks for JSON and the
+    /// route checks it (`validate_json`, on by default).
+    fn expected_output(&self, route: &Route, call: &Call) -> Option<structured::Expected> {
+        route
+            .surface
+            .validate_json
+            .then(|| structured::Expected::of(call.request.response_format.as_ref(), &call.id))?
     }
 
     /// Gives the planned targets their turns until one commits and `finish`

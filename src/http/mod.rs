@@ -5,6 +5,7 @@
 
 mod admin;
 mod chat;
+mod cors;
 mod error;
 mod panic;
 mod parse_errors;
@@ -30,9 +31,11 @@ pub fn app(state: AppState) -> Router {
     // The Host check is a layer only when the config asks for one: the
     // layer costs about 1.5 KiB per open stream (measured at 9,000).
     let check_hosts = !state.config().access.allowed_hosts.is_empty();
+    let cors = !state.config().access.cors_origins.is_empty();
     let router = Router::new()
         .route("/v1/chat/completions", post(chat::chat::<OpenAiChat>))
         .route("/v1/models", get(models))
+        .route("/v1/models/{*id}", get(model))
         .route("/", get(page))
         .route("/healthz", get(|| async { "ok" }))
         .route("/metrics", get(metrics))
@@ -42,6 +45,8 @@ pub fn app(state: AppState) -> Router {
         .method_not_allowed_fallback(|request: Request| async move {
             ApiError::method_not_allowed(request.method().as_str(), request.uri().path())
         });
+    let router =
+        if cors { router.layer(axum::middleware::from_fn_with_state(state.clone(), cors::cors)) } else { router };
     let router = if check_hosts {
         router.layer(axum::middleware::from_fn_with_state(state.clone(), allowed_host))
     } else {
@@ -86,6 +91,24 @@ async fn models(
         .map(|name| json!({ "id": name, "object": "model", "created": 0, "owned_by": "baton" }))
         .collect();
     Ok(Json(json!({ "object": "list", "data": data })))
+}
+
+/// One model by its id: a route's name or one of its aliases, when the key may use it.
+async fn model(
+    State(state): State<AppState>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+    headers: axum::http::HeaderMap,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let config = state.config();
+    let key = config.access.keys.identify(&headers).map_err(ApiError::denied)?;
+    let visible = |route: &&std::sync::Arc<crate::config::Route>| key.is_none_or(|key| key.allows(&route.model));
+    match config.route(&id).filter(visible) {
+        Some(_) => Ok(Json(json!({ "id": id, "object": "model", "created": 0, "owned_by": "baton" }))),
+        None => {
+            let known: Vec<&str> = config.routes.iter().filter(visible).map(|route| route.model.as_str()).collect();
+            Err(ApiError::unknown_model(&id, &known))
+        }
+    }
 }
 
 /// The playground and live status page, built into the binary: no CDN, no build step.
