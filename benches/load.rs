@@ -322,8 +322,31 @@ fn baton_config(fast: SocketAddr, slow: SocketAddr, flaky: SocketAddr) -> PathBu
          targets = [{{ provider = \"flaky\", model = \"m\", first_token_timeout_ms = 1000 }}, {{ provider = \"fast\", model = \"m\" }}]\n"
     );
     let path = scratch().join("baton.toml");
-    std::fs::write(&path, text).expect("config");
+    std::fs::write(&path, format!("{text}\n{}", bench_keys())).expect("config");
     path
+}
+
+/// With `BATON_BENCH_KEYS=N`, N client keys, each with limits and a budget
+/// too high to refuse anything, so a run measures what checking them costs;
+/// baton's requests then carry [`bench_key`]'s secret.
+fn bench_keys() -> String {
+    let count = key_count();
+    let mut text = String::new();
+    for i in 0..count {
+        text.push_str(&format!(
+            "[[keys]]\nname = \"app{i}\"\nkey = \"bench-client-key-{i:06}\"\nrpm = 100000000\ntpm = 100000000000\nbudget = {{ usd_per_hour = 1000000.0 }}\n\n"
+        ));
+    }
+    text
+}
+
+fn key_count() -> usize {
+    std::env::var("BATON_BENCH_KEYS").ok().and_then(|n| n.parse().ok()).unwrap_or(0)
+}
+
+/// The secret baton's requests present when keys are configured: the last one's.
+fn bench_key() -> Option<String> {
+    key_count().checked_sub(1).map(|last| format!("bench-client-key-{last:06}"))
 }
 
 #[derive(Default)]
@@ -578,7 +601,7 @@ fn main() {
             fast: (baton_url.clone(), "fast"),
             slow: (baton_url.clone(), "slow"),
             process: Some(baton),
-            token: None,
+            token: bench_key(),
         });
         // LiteLLM last: it works off its backlog long after a run ends.
         if std::env::var("BATON_BENCH_LITELLM").as_deref() != Ok("0") {
