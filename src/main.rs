@@ -97,7 +97,9 @@ const FAULT_HELP: &str = "Fault classes (--fault):
   overflow_usage         report usage counts of 2^64-1
   retry_after_overflow   answer 429 with Retry-After: 18446744073709551615
   stray_response         write a second whole response 20 ms after a complete one
-  trailing_response      write a second whole response in the same write as the first";
+  trailing_response      write a second whole response in the same write as the first
+
+GET /__requests answers every request received so far, as a JSON array of {path, headers, body, fault}.";
 
 #[derive(clap::Args)]
 #[command(after_help = FAULT_HELP)]
@@ -135,6 +137,12 @@ struct MockArgs {
     /// Require this API key.
     #[arg(long)]
     api_key: Option<String>,
+    /// Reasoning deltas before each answer.
+    #[arg(long, default_value_t = 0)]
+    reasoning: usize,
+    /// Prompt tokens each answer's usage reports as read from a cache.
+    #[arg(long, default_value_t = 0)]
+    cached_tokens: usize,
 }
 
 fn parse_kind(name: &str) -> Result<ProviderKind, String> {
@@ -266,7 +274,10 @@ async fn mock(args: MockArgs) -> Result<(), AnyError> {
         .first_token_after(Duration::from_millis(args.first_token_ms))
         .gap(Duration::from_millis(args.gap_ms))
         .faults(&args.faults)
-        .schedule(schedule);
+        .schedule(schedule)
+        .reasoning(args.reasoning)
+        .reasoning_gap(Duration::from_millis(args.gap_ms))
+        .cached_tokens(args.cached_tokens);
     if let Some(marker) = &args.marker {
         provider = provider.marker(marker);
     }

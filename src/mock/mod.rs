@@ -2,8 +2,12 @@
 //! format over real TCP. The same code drives the tests, the benchmarks,
 //! `baton demo` and `baton mock`.
 
+mod answer;
+mod ask;
 mod fault;
 mod misbehave;
+mod reading;
+mod schema;
 mod server;
 pub mod wire;
 mod words;
@@ -74,6 +78,10 @@ pub struct MockProvider {
     tool_call: bool,
     nonce_words: bool,
     slim_records: bool,
+    reasoning: usize,
+    reasoning_gap: Duration,
+    cached_tokens: usize,
+    json_style: answer::JsonStyle,
 }
 
 impl MockProvider {
@@ -97,6 +105,10 @@ impl MockProvider {
             tool_call: false,
             nonce_words: false,
             slim_records: false,
+            reasoning: 0,
+            reasoning_gap: Duration::ZERO,
+            cached_tokens: 0,
+            json_style: answer::JsonStyle::Valid,
         }
     }
 
@@ -199,7 +211,10 @@ impl MockProvider {
         self
     }
 
-    /// Calls a tool (`get_weather`) before its text.
+    /// Calls a tool (`get_weather`) before its text, whatever the request
+    /// offers; without it, a request that offers tools gets its text
+    /// followed by a call to the first (or named) one, and a conversation
+    /// that ends with tool results gets an answer quoting them.
     pub fn tool_call(mut self) -> Self {
         self.tool_call = true;
         self
@@ -221,6 +236,42 @@ impl MockProvider {
     /// body), so a long benchmark run does not hold every request it served.
     pub fn slim_records(mut self) -> Self {
         self.slim_records = true;
+        self
+    }
+
+    /// Streams `deltas` reasoning deltas before the answer (Anthropic
+    /// `thinking`, Gemini `thought` parts, OpenAI-compatible
+    /// `reasoning_content`), each after [`MockProvider::reasoning_gap`], and
+    /// reports them as reasoning tokens: for deadlines that reasoning keeps alive.
+    pub fn reasoning(mut self, deltas: usize) -> Self {
+        self.reasoning = deltas;
+        self
+    }
+
+    /// The delay before each reasoning delta.
+    pub fn reasoning_gap(mut self, gap: Duration) -> Self {
+        self.reasoning_gap = gap;
+        self
+    }
+
+    /// Reports this many of the prompt's tokens as read from a cache, in
+    /// the provider's own usage field.
+    pub fn cached_tokens(mut self, tokens: usize) -> Self {
+        self.cached_tokens = tokens;
+        self
+    }
+
+    /// Writes JSON answers inside a Markdown ```` ```json ```` fence, as
+    /// models often do when asked for JSON in the prompt.
+    pub fn json_fenced(mut self) -> Self {
+        self.json_style = answer::JsonStyle::Fenced;
+        self
+    }
+
+    /// Writes JSON answers one character short, so they do not parse: for
+    /// checks of structured answers.
+    pub fn json_invalid(mut self) -> Self {
+        self.json_style = answer::JsonStyle::Invalid;
         self
     }
 
@@ -266,6 +317,23 @@ pub struct RecordedRequest {
     /// The fault injected into the answer, if any.
     pub fault: Option<Fault>,
 }
+
+impl RecordedRequest {
+    /// The request as JSON, for `GET /__requests` on a running `baton mock`.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "path": self.path,
+            "headers": self.headers,
+            "body": self.body,
+            "fault": self.fault.map(Fault::name),
+        })
+    }
+}
+
+/// Where a simulated provider answers with every request it recorded, as a
+/// JSON array, so a test driving it from outside the process can check
+/// what it received.
+pub const RECORDS_PATH: &str = "/__requests";
 
 /// A running simulated provider; dropping it stops accepting connections.
 pub struct MockHandle {

@@ -10,11 +10,11 @@ use tokio::net::tcp::{ReadHalf, WriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
+use super::answer::Answer;
+use super::reading::read_request;
 use super::words::Words;
-use super::{Fault, MockProvider, RecordedRequest, Schedule, misbehave, wire};
+use super::{Fault, MockProvider, RECORDS_PATH, RecordedRequest, Schedule, misbehave, wire};
 use crate::providers::ProviderKind;
-
-const MAX_REQUEST_BYTES: usize = 16 * 1024 * 1024;
 
 pub(super) struct Shared {
     pub started: tokio::time::Instant,
@@ -55,6 +55,12 @@ async fn connection(mut socket: TcpStream, shared: Arc<Shared>) {
     let mut buffer = Vec::new();
     loop {
         let Some(request) = read_request(&mut socket, &mut buffer).await else { return };
+        if request.path == RECORDS_PATH {
+            if write_records(&mut socket, &shared).await.is_err() {
+                return;
+            }
+            continue;
+        }
         let fault = {
             let Ok(mut requests) = shared.requests.lock() else { return };
             let fault = shared.next_fault(requests.len());
@@ -78,6 +84,15 @@ async fn connection(mut socket: TcpStream, shared: Arc<Shared>) {
             }
         }
     }
+}
+
+/// Answers `GET /__requests`: every request recorded so far, as JSON.
+async fn write_records(socket: &mut TcpStream, shared: &Shared) -> std::io::Result<()> {
+    let records: Vec<serde_json::Value> =
+        shared.requests.lock().map(|r| r.iter().map(RecordedRequest::to_json).collect()).unwrap_or_default();
+    let body = serde_json::Value::Array(records).to_string();
+    let head = format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n", body.len());
+    socket.write_all(format!("{head}{body}").as_bytes()).await
 }
 
 /// A whole response no request asked for, in words foreign to every
@@ -202,11 +217,18 @@ impl Exchange<'_, '_> {
             }
             _ => {}
         }
-        for event in wire::preamble(kind, &model) {
+        let answer = Answer::for_request(provider, self.request);
+        for event in wire::opening(kind, &model, answer.reasoning > 0, provider.cached_tokens) {
             out.send(&event).await?;
         }
         let words = Words::for_request(provider, self.request);
         let start = words.start;
+        let cut_short = matches!(
+            fault,
+            Some(
+                Fault::MidstreamStall | Fault::MidstreamClose | Fault::MidstreamMalformed | Fault::MidstreamErrorEvent
+            )
+        );
         let tokens = match fault {
             Some(Fault::RoleThenStall) => return Ok(wait_peer_closed(out.reader).await),
             Some(Fault::Malformed) => {
@@ -222,9 +244,7 @@ impl Exchange<'_, '_> {
                 out.end().await?;
                 return Ok(Next::Close);
             }
-            Some(
-                Fault::MidstreamStall | Fault::MidstreamClose | Fault::MidstreamMalformed | Fault::MidstreamErrorEvent,
-            ) => (start + provider.tokens_before_fault).min(provider.tokens),
+            _ if cut_short => (start + provider.tokens_before_fault).min(provider.tokens),
             _ => provider.tokens,
         };
         if provider.tool_call {
@@ -235,30 +255,54 @@ impl Exchange<'_, '_> {
         if fault == Some(Fault::HugeLine) {
             out.send(&misbehave::huge_line(kind)).await?;
         }
+        for i in 0..answer.reasoning {
+            if out.pause(provider.reasoning_gap).await {
+                return Ok(Next::PeerClosed);
+            }
+            out.send(&wire::reasoning(kind, &model, &wire::token("think", i))).await?;
+        }
+        if answer.reasoning > 0 {
+            for event in wire::end_of_reasoning(kind) {
+                out.send(&event).await?;
+            }
+        }
         let mut first_delay = provider.first_token_after;
         if fault == Some(Fault::SlowFirstToken) {
             first_delay += provider.slow_first_token;
         }
-        let said = words.replay.iter().cloned();
-        for (n, token) in said.chain((start..tokens).map(|i| words.token(i))).enumerate() {
+        let lead =
+            answer.lead.iter().take(if cut_short && !answer.words { provider.tokens_before_fault } else { usize::MAX });
+        let said = words.replay.iter().filter(|_| answer.words).cloned();
+        let marker_words = (start..tokens).filter(|_| answer.words).map(|i| words.token(i));
+        let mut count = 0;
+        let text_block = usize::from(answer.reasoning > 0);
+        for (n, token) in lead.cloned().chain(said).chain(marker_words).enumerate() {
             let delay = if n == 0 { first_delay } else { provider.gap };
             if out.pause(delay).await {
                 return Ok(Next::PeerClosed);
             }
-            out.send(&wire::text(kind, &model, &token)).await?;
+            out.send(&wire::text_in(kind, &model, text_block, &token)).await?;
+            count = n + 1;
         }
-        end_of_answer(&mut out, fault, kind, &model, tokens - start).await
+        let replayed = if answer.words { words.replay.len() } else { 0 };
+        let call =
+            answer.call.as_ref().map(|call| wire::Call { id: &call.id, name: &call.name, arguments: &call.arguments });
+        let counts = wire::Counts {
+            output: count.saturating_sub(replayed),
+            reasoning: answer.reasoning,
+            cached: provider.cached_tokens,
+        };
+        end_of_answer(&mut out, fault, kind, &model, &wire::Ending { text_block, call, counts }).await
     }
 }
 
-/// After the tokens: the mid-stream fault, or the events that end a complete
-/// answer of `count` tokens.
+/// After the tokens: the mid-stream fault, or the events that end a complete answer.
 async fn end_of_answer(
     out: &mut Chunked<'_, '_, '_>,
     fault: Option<Fault>,
     kind: ProviderKind,
     model: &str,
-    count: usize,
+    ending: &wire::Ending<'_>,
 ) -> std::io::Result<Next> {
     match fault {
         Some(Fault::MidstreamStall) => Ok(wait_peer_closed(out.reader).await),
@@ -279,7 +323,7 @@ async fn end_of_answer(
             let finish = if fault == Some(Fault::OverflowUsage) {
                 misbehave::overflowing_finish(kind, model)
             } else {
-                wire::finish(kind, model, count)
+                wire::ending(kind, model, ending)
             };
             for event in finish {
                 out.send(&event).await?;
@@ -350,47 +394,6 @@ fn model_of(kind: ProviderKind, request: &RecordedRequest) -> String {
         }
         ProviderKind::OpenAi | ProviderKind::Anthropic => {
             request.body.get("model").and_then(|m| m.as_str()).unwrap_or_default().to_owned()
-        }
-    }
-}
-
-/// Reads one request; `None` when the client closed the connection or sent garbage.
-async fn read_request(socket: &mut TcpStream, buffer: &mut Vec<u8>) -> Option<RecordedRequest> {
-    loop {
-        let mut headers = [httparse::EMPTY_HEADER; 64];
-        let mut parsed = httparse::Request::new(&mut headers);
-        if let httparse::Status::Complete(head_len) = parsed.parse(buffer).ok()? {
-            let path = parsed.path.unwrap_or("/").to_owned();
-            let headers: HashMap<String, String> = parsed
-                .headers
-                .iter()
-                .map(|h| (h.name.to_ascii_lowercase(), String::from_utf8_lossy(h.value).into_owned()))
-                .collect();
-            let body_len: usize = headers.get("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
-            if head_len + body_len > MAX_REQUEST_BYTES {
-                return None;
-            }
-            while buffer.len() < head_len + body_len {
-                read_more(socket, buffer).await?;
-            }
-            let body = serde_json::from_slice(&buffer[head_len..head_len + body_len]).unwrap_or_default();
-            buffer.drain(..head_len + body_len);
-            return Some(RecordedRequest { path, headers, body, fault: None });
-        }
-        if buffer.len() > MAX_REQUEST_BYTES {
-            return None;
-        }
-        read_more(socket, buffer).await?;
-    }
-}
-
-async fn read_more(socket: &mut TcpStream, buffer: &mut Vec<u8>) -> Option<()> {
-    let mut chunk = [0u8; 8192];
-    match socket.read(&mut chunk).await {
-        Ok(0) | Err(_) => None,
-        Ok(n) => {
-            buffer.extend_from_slice(&chunk[..n]);
-            Some(())
         }
     }
 }

@@ -27,23 +27,39 @@ fn named(name: &str, value: &serde_json::Value) -> String {
 /// Events before the first token: OpenAI's role-only chunk, Anthropic's
 /// `message_start`, first block and a ping, Gemini's empty-text event.
 pub fn preamble(kind: ProviderKind, model: &str) -> Vec<String> {
+    opening(kind, model, false, 0)
+}
+
+/// [`preamble`] of an answer that may think first (Anthropic's first block
+/// is then a `thinking` block) and reads `cached` of its prompt tokens from
+/// a cache (Anthropic reports those in `message_start`).
+pub fn opening(kind: ProviderKind, model: &str, thinking: bool, cached: usize) -> Vec<String> {
     match kind {
         ProviderKind::OpenAi => vec![data(&openai_chunk(model, json!({"role": "assistant", "content": ""}), None))],
-        ProviderKind::Anthropic => vec![
-            named(
-                "message_start",
-                &json!({"type": "message_start", "message": {
-                "id": "msg_mock", "type": "message", "role": "assistant", "model": model, "content": [],
-                "stop_reason": null, "stop_sequence": null,
-                "usage": {"input_tokens": 10, "output_tokens": 1}}}),
-            ),
-            named(
-                "content_block_start",
-                &json!({"type": "content_block_start", "index": 0,
-                "content_block": {"type": "text", "text": ""}}),
-            ),
-            named("ping", &json!({"type": "ping"})),
-        ],
+        ProviderKind::Anthropic => {
+            let mut usage = json!({"input_tokens": PROMPT_TOKENS.saturating_sub(cached), "output_tokens": 1});
+            if cached > 0 {
+                usage["cache_read_input_tokens"] = json!(cached);
+            }
+            let block = if thinking {
+                json!({"type": "thinking", "thinking": ""})
+            } else {
+                json!({"type": "text", "text": ""})
+            };
+            vec![
+                named(
+                    "message_start",
+                    &json!({"type": "message_start", "message": {
+                    "id": "msg_mock", "type": "message", "role": "assistant", "model": model, "content": [],
+                    "stop_reason": null, "stop_sequence": null, "usage": usage}}),
+                ),
+                named(
+                    "content_block_start",
+                    &json!({"type": "content_block_start", "index": 0, "content_block": block}),
+                ),
+                named("ping", &json!({"type": "ping"})),
+            ]
+        }
         ProviderKind::Gemini => {
             vec![data(&json!({"candidates": [{"content": {"parts": [{"text": ""}], "role": "model"}, "index": 0}],
             "modelVersion": model}))]
@@ -51,13 +67,54 @@ pub fn preamble(kind: ProviderKind, model: &str) -> Vec<String> {
     }
 }
 
+/// One delta of reasoning: OpenAI-compatible `reasoning_content`,
+/// Anthropic's `thinking_delta` (in block 0), a Gemini part marked `thought`.
+pub fn reasoning(kind: ProviderKind, model: &str, text: &str) -> String {
+    match kind {
+        ProviderKind::OpenAi => data(&openai_chunk(model, json!({"reasoning_content": text}), None)),
+        ProviderKind::Anthropic => named(
+            "content_block_delta",
+            &json!({"type": "content_block_delta", "index": 0,
+            "delta": {"type": "thinking_delta", "thinking": text}}),
+        ),
+        ProviderKind::Gemini => data(&json!({"candidates": [{"content": {"parts": [
+            {"text": text, "thought": true}], "role": "model"}, "index": 0}], "modelVersion": model})),
+    }
+}
+
+/// What ends the reasoning before the answer: Anthropic signs and closes its
+/// thinking block and opens the text block (index 1); the others need nothing.
+pub fn end_of_reasoning(kind: ProviderKind) -> Vec<String> {
+    match kind {
+        ProviderKind::Anthropic => vec![
+            named(
+                "content_block_delta",
+                &json!({"type": "content_block_delta", "index": 0,
+                "delta": {"type": "signature_delta", "signature": "c2lnbmF0dXJlLW1vY2s="}}),
+            ),
+            named("content_block_stop", &json!({"type": "content_block_stop", "index": 0})),
+            named(
+                "content_block_start",
+                &json!({"type": "content_block_start", "index": 1,
+                "content_block": {"type": "text", "text": ""}}),
+            ),
+        ],
+        ProviderKind::OpenAi | ProviderKind::Gemini => Vec::new(),
+    }
+}
+
 /// One text token.
 pub fn text(kind: ProviderKind, model: &str, text: &str) -> String {
+    text_in(kind, model, 0, text)
+}
+
+/// One text token, in Anthropic's content block `block` (1 after thinking).
+pub fn text_in(kind: ProviderKind, model: &str, block: usize, text: &str) -> String {
     match kind {
         ProviderKind::OpenAi => data(&openai_chunk(model, json!({"content": text}), None)),
         ProviderKind::Anthropic => named(
             "content_block_delta",
-            &json!({"type": "content_block_delta", "index": 0,
+            &json!({"type": "content_block_delta", "index": block,
             "delta": {"type": "text_delta", "text": text}}),
         ),
         ProviderKind::Gemini => {
@@ -96,27 +153,133 @@ pub fn tool_call(kind: ProviderKind, model: &str) -> Vec<String> {
 
 /// The events that end a complete answer of `tokens` tokens, end marker included.
 pub fn finish(kind: ProviderKind, model: &str, tokens: usize) -> Vec<String> {
+    ending(kind, model, &Ending { text_block: 0, call: None, counts: Counts { output: tokens, ..Counts::default() } })
+}
+
+/// The prompt tokens every simulated answer reports.
+const PROMPT_TOKENS: usize = 10;
+
+/// What a complete answer's usage reports: its text tokens, the reasoning
+/// tokens before them, and the prompt tokens read from a cache.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Tokens of the answer itself.
+    pub output: usize,
+    /// Tokens of reasoning (counted among the output, as OpenAI and Anthropic do).
+    pub reasoning: usize,
+    /// Prompt tokens read from a cache.
+    pub cached: usize,
+}
+
+/// A call to one of the request's tools that an answer ends with.
+#[derive(Debug, Clone, Copy)]
+pub struct Call<'a> {
+    /// The call's id, which the tool's result will refer to.
+    pub id: &'a str,
+    /// The function called.
+    pub name: &'a str,
+    /// The JSON arguments, in the fragments they are streamed in.
+    pub arguments: &'a [String],
+}
+
+/// How a complete answer ends.
+#[derive(Debug, Clone, Copy)]
+pub struct Ending<'a> {
+    /// Anthropic's index of the text block (1 after thinking).
+    pub text_block: usize,
+    /// The tool call after the text, if any.
+    pub call: Option<Call<'a>>,
+    /// What the usage reports.
+    pub counts: Counts,
+}
+
+/// The events that end a complete answer, its tool call and end marker included.
+pub fn ending(kind: ProviderKind, model: &str, end: &Ending<'_>) -> Vec<String> {
+    let Counts { output, reasoning, cached } = end.counts;
     match kind {
-        ProviderKind::OpenAi => vec![
-            data(&openai_chunk(model, json!({}), Some("stop"))),
-            data(&json!({"id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 0, "model": model,
-                "choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": tokens, "total_tokens": 10 + tokens}})),
-            "data: [DONE]\n\n".to_owned(),
-        ],
-        ProviderKind::Anthropic => vec![
-            named("content_block_stop", &json!({"type": "content_block_stop", "index": 0})),
-            named(
+        ProviderKind::OpenAi => {
+            let mut usage = json!({"prompt_tokens": PROMPT_TOKENS, "completion_tokens": output + reasoning,
+                "total_tokens": PROMPT_TOKENS + output + reasoning});
+            if cached > 0 {
+                usage["prompt_tokens_details"] = json!({"cached_tokens": cached});
+            }
+            if reasoning > 0 {
+                usage["completion_tokens_details"] = json!({"reasoning_tokens": reasoning});
+            }
+            let mut events = end.call.map(|call| openai_call(model, &call)).unwrap_or_default();
+            let reason = if end.call.is_some() { "tool_calls" } else { "stop" };
+            events.push(data(&openai_chunk(model, json!({}), Some(reason))));
+            events.push(data(&json!({"id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 0,
+                "model": model, "choices": [], "usage": usage})));
+            events.push("data: [DONE]\n\n".to_owned());
+            events
+        }
+        ProviderKind::Anthropic => {
+            let mut events =
+                vec![named("content_block_stop", &json!({"type": "content_block_stop", "index": end.text_block}))];
+            if let Some(call) = end.call {
+                events.extend(anthropic_call(end.text_block + 1, &call));
+            }
+            let reason = if end.call.is_some() { "tool_use" } else { "end_turn" };
+            events.push(named(
                 "message_delta",
-                &json!({"type": "message_delta",
-                "delta": {"stop_reason": "end_turn", "stop_sequence": null}, "usage": {"output_tokens": tokens}}),
-            ),
-            named("message_stop", &json!({"type": "message_stop"})),
-        ],
-        ProviderKind::Gemini => vec![data(&json!({
-            "candidates": [{"content": {"parts": [{"text": ""}], "role": "model"}, "finishReason": "STOP", "index": 0}],
-            "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": tokens, "totalTokenCount": 10 + tokens},
-            "modelVersion": model}))],
+                &json!({"type": "message_delta", "delta": {"stop_reason": reason, "stop_sequence": null},
+                "usage": {"output_tokens": output + reasoning}}),
+            ));
+            events.push(named("message_stop", &json!({"type": "message_stop"})));
+            events
+        }
+        ProviderKind::Gemini => {
+            let mut events = Vec::new();
+            if let Some(call) = end.call {
+                let args: serde_json::Value = serde_json::from_str(&call.arguments.concat()).unwrap_or_default();
+                events.push(data(&json!({"candidates": [{"content": {"parts": [
+                    {"functionCall": {"name": call.name, "args": args}}], "role": "model"}, "index": 0}],
+                    "modelVersion": model})));
+            }
+            let mut usage = json!({"promptTokenCount": PROMPT_TOKENS, "candidatesTokenCount": output,
+                "totalTokenCount": PROMPT_TOKENS + output + reasoning});
+            if reasoning > 0 {
+                usage["thoughtsTokenCount"] = json!(reasoning);
+            }
+            if cached > 0 {
+                usage["cachedContentTokenCount"] = json!(cached);
+            }
+            events.push(data(&json!({
+                "candidates": [{"content": {"parts": [{"text": ""}], "role": "model"}, "finishReason": "STOP", "index": 0}],
+                "usageMetadata": usage, "modelVersion": model})));
+            events
+        }
     }
+}
+
+/// OpenAI's tool call: the id and name first, then the arguments a fragment a chunk.
+fn openai_call(model: &str, call: &Call<'_>) -> Vec<String> {
+    let head = json!({"tool_calls": [{"index": 0, "id": call.id, "type": "function",
+        "function": {"name": call.name, "arguments": ""}}]});
+    let mut events = vec![data(&openai_chunk(model, head, None))];
+    events.extend(call.arguments.iter().map(|fragment| {
+        data(&openai_chunk(model, json!({"tool_calls": [{"index": 0, "function": {"arguments": fragment}}]}), None))
+    }));
+    events
+}
+
+/// Anthropic's tool call: a `tool_use` block in `block`, its input as `input_json_delta`s.
+fn anthropic_call(block: usize, call: &Call<'_>) -> Vec<String> {
+    let mut events = vec![named(
+        "content_block_start",
+        &json!({"type": "content_block_start", "index": block,
+        "content_block": {"type": "tool_use", "id": call.id, "name": call.name, "input": {}}}),
+    )];
+    events.extend(call.arguments.iter().map(|fragment| {
+        named(
+            "content_block_delta",
+            &json!({"type": "content_block_delta", "index": block,
+            "delta": {"type": "input_json_delta", "partial_json": fragment}}),
+        )
+    }));
+    events.push(named("content_block_stop", &json!({"type": "content_block_stop", "index": block})));
+    events
 }
 
 /// An error reported inside the stream, before or after tokens.

@@ -1,0 +1,94 @@
+// A running `baton serve` in front of one simulated provider of each kind
+// (`baton mock`): route "gpt" answers from an OpenAI-kind provider, "claude"
+// from an Anthropic one, "gemini" from a Gemini one. Each provider serves
+// what it received at `GET /__requests`.
+
+import { spawn } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+
+const here = new URL(".", import.meta.url).pathname;
+const BATON = process.env.BATON_BIN ?? `${here}../../../target/debug/baton`;
+const START_TIMEOUT_MS = 30000;
+
+/** The provider kind behind each route. */
+export const KINDS = { gpt: "openai", claude: "anthropic", gemini: "gemini" };
+
+function start(args) {
+  const proc = spawn(BATON, args, { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, RUST_LOG: "info" } });
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`baton ${args.join(" ")} did not start`)), START_TIMEOUT_MS);
+    createInterface({ input: proc.stderr }).on("line", (line) => {
+      const match = /is serving.*listen=(\S+)/.exec(line);
+      if (match) {
+        clearTimeout(timer);
+        resolve({ proc, addr: match[1] });
+      }
+    });
+    proc.on("exit", (code) => reject(new Error(`baton ${args[0]} exited with ${code}`)));
+  });
+}
+
+/** Starts the providers and the gateway; `stop()` ends them all. */
+export async function startGateway() {
+  const procs = [];
+  const mocks = {};
+  try {
+    for (const [route, kind] of Object.entries(KINDS)) {
+      const { proc, addr } = await start(["mock", "--kind", kind, "--listen", "127.0.0.1:0", "--marker", kind,
+        "--tokens", "3", "--first-token-ms", "5", "--gap-ms", "2"]);
+      procs.push(proc);
+      mocks[route] = addr;
+    }
+    let config = 'listen = "127.0.0.1:0"\n';
+    for (const [route, kind] of Object.entries(KINDS)) {
+      const suffix = kind === "openai" ? "/v1" : "";
+      config += `\n[[providers]]\nname = "${kind}"\nkind = "${kind}"\nbase_url = "http://${mocks[route]}${suffix}"\n`;
+    }
+    for (const [route, kind] of Object.entries(KINDS)) {
+      config += `\n[[routes]]\nmodel = "${route}"\ntargets = [{ provider = "${kind}", model = "${route}-sim" }]\n`;
+    }
+    const path = join(mkdtempSync(join(tmpdir(), "baton-node-")), "baton.toml");
+    writeFileSync(path, config);
+    const { proc, addr } = await start(["serve", "--config", path]);
+    procs.push(proc);
+    return {
+      baseURL: `http://${addr}/v1`,
+      /** Every request body the provider behind `route` received, in order. */
+      async received(route) {
+        const response = await fetch(`http://${mocks[route]}/__requests`);
+        return (await response.json()).map((record) => record.body);
+      },
+      stop() {
+        for (const p of procs) p.kill();
+      },
+    };
+  } catch (err) {
+    for (const p of procs) p.kill();
+    throw err;
+  }
+}
+
+/** The text of the tool result a provider received, read from its own shape. */
+export function toolResultSent(route, body) {
+  if (KINDS[route] === "openai") {
+    const message = body.messages.at(-1);
+    return message.role === "tool" ? message.content : undefined;
+  }
+  if (KINDS[route] === "anthropic") {
+    const content = body.messages.at(-1).content;
+    const block = Array.isArray(content) ? content.filter((b) => b.type === "tool_result").at(-1) : undefined;
+    return block?.content.map((part) => part.text).join("");
+  }
+  const part = body.contents.at(-1).parts.filter((p) => p.functionResponse).at(-1);
+  return part?.functionResponse.response.content;
+}
+
+/** The JSON Schema a provider was asked to answer in, read from its own shape. */
+export function schemaSent(route, body) {
+  if (KINDS[route] === "openai") return body.response_format.json_schema.schema;
+  if (KINDS[route] === "anthropic") return body.output_config.format.schema;
+  return body.generationConfig.responseJsonSchema;
+}
