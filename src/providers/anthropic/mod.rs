@@ -319,37 +319,4 @@ fn output_format(req: &ChatRequest) -> Option<Value> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::request::Message;
-
-    #[test]
-    fn system_moves_out_and_max_tokens_is_always_set() {
-        let req = ChatRequest {
-            messages: vec![
-                Message::text(Role::System, "be brief"),
-                Message::text(Role::User, "hi"),
-                Message::text(Role::Assistant, "hello"),
-                Message::text(Role::User, "again"),
-            ],
-            stop: vec!["END".into()],
-            ..ChatRequest::default()
-        };
-        let value = serde_json::to_value(body("claude-sonnet-4-5", &req)).unwrap_or_default();
-        assert_eq!(
-            value,
-            json!({
-                "model": "claude-sonnet-4-5",
-                "max_tokens": DEFAULT_MAX_TOKENS,
-                "system": "be brief",
-                "messages": [
-                    {"role": "user", "content": "hi"},
-                    {"role": "assistant", "content": "hello"},
-                    {"role": "user", "content": "again"},
-                ],
-                "stream": true,
-                "stop_sequences": ["END"],
-            })
-        );
-    }
-}
+mod tests;

@@ -267,33 +267,4 @@ fn tool_config(choice: Option<&ToolChoice>) -> Option<Value> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::request::Message;
-
-    #[test]
-    fn roles_become_user_and_model_and_limits_move_to_generation_config() {
-        let req = ChatRequest {
-            messages: vec![
-                Message::text(Role::System, "be brief"),
-                Message::text(Role::User, "hi"),
-                Message::text(Role::Assistant, "hello"),
-            ],
-            max_tokens: Some(64),
-            top_p: Some(0.9),
-            ..ChatRequest::default()
-        };
-        let value = serde_json::to_value(body(&req)).unwrap_or_default();
-        assert_eq!(
-            value,
-            json!({
-                "contents": [
-                    {"role": "user", "parts": [{"text": "hi"}]},
-                    {"role": "model", "parts": [{"text": "hello"}]},
-                ],
-                "systemInstruction": {"parts": [{"text": "be brief"}]},
-                "generationConfig": {"maxOutputTokens": 64, "topP": 0.9},
-            })
-        );
-    }
-}
+mod tests;

@@ -165,30 +165,4 @@ fn response_format(format: &ResponseFormat) -> Value {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn body_carries_messages_and_sampling_and_asks_for_usage() {
-        let req = ChatRequest {
-            messages: vec![Message::text(Role::System, "be brief"), Message::text(Role::User, "hi")],
-            max_tokens: Some(50),
-            temperature: Some(0.5),
-            stop: vec!["END".into()],
-            ..ChatRequest::default()
-        };
-        let value = body("gpt-4o-mini", &req);
-        assert_eq!(
-            value,
-            json!({
-                "model": "gpt-4o-mini",
-                "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}],
-                "stream": true,
-                "stream_options": {"include_usage": true},
-                "max_tokens": 50,
-                "temperature": 0.5,
-                "stop": ["END"],
-            })
-        );
-    }
-}
+mod tests;
