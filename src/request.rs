@@ -230,6 +230,9 @@ pub enum Field {
     Message(usize, String),
     /// Content part `.1` of message `.0`, and what it is.
     Part(usize, usize, &'static str),
+    /// Top-level field `.0`, which the target cannot honour together with
+    /// field `.1`; dropping it takes out `.0` only.
+    Together(String, String),
 }
 
 impl Field {
@@ -250,6 +253,7 @@ impl std::fmt::Display for Field {
             Field::Top(name) => f.write_str(name),
             Field::Message(i, name) => write!(f, "messages[{i}].{name}"),
             Field::Part(i, j, what) => write!(f, "messages[{i}].content[{j}] ({what})"),
+            Field::Together(name, with) => write!(f, "{name} (together with {with})"),
         }
     }
 }
@@ -290,15 +294,7 @@ impl ChatRequest {
         let mut parts: Vec<(usize, usize)> = Vec::new();
         for field in fields {
             match field {
-                Field::Top(name) => match name.as_str() {
-                    "tool_choice" => out.tool_choice = None,
-                    "parallel_tool_calls" => out.parallel_tool_calls = None,
-                    "response_format" => out.response_format = None,
-                    "reasoning_effort" => out.reasoning_effort = None,
-                    other => {
-                        out.extra.remove(other);
-                    }
-                },
+                Field::Top(name) | Field::Together(name, _) => out.drop_top(name),
                 Field::Message(i, name) => {
                     if let Some(message) = out.messages.get_mut(*i) {
                         match name.as_str() {
@@ -322,6 +318,23 @@ impl ChatRequest {
             }
         }
         out
+    }
+}
+
+impl ChatRequest {
+    /// Takes out top-level field `name`, translated or passed through.
+    fn drop_top(&mut self, name: &str) {
+        match name {
+            "temperature" => self.temperature = None,
+            "top_p" => self.top_p = None,
+            "tool_choice" => self.tool_choice = None,
+            "parallel_tool_calls" => self.parallel_tool_calls = None,
+            "response_format" => self.response_format = None,
+            "reasoning_effort" => self.reasoning_effort = None,
+            other => {
+                self.extra.remove(other);
+            }
+        }
     }
 }
 
@@ -376,6 +389,22 @@ mod tests {
         assert_eq!(dropped.parallel_tool_calls, None);
         assert_eq!(dropped.extra.keys().collect::<Vec<_>>(), ["user"]);
         assert_eq!(fields[4].to_string(), "messages[0].content[2] (an image by URL)");
+    }
+
+    #[test]
+    fn a_field_named_with_its_conflict_drops_only_itself() {
+        let req = ChatRequest {
+            temperature: Some(0.2),
+            top_p: Some(0.5),
+            reasoning_effort: Some("high".into()),
+            ..ChatRequest::default()
+        };
+        let field = Field::Together("reasoning_effort".into(), "temperature".into());
+        assert_eq!(field.to_string(), "reasoning_effort (together with temperature)");
+        let dropped = req.without(&[field]);
+        assert_eq!((dropped.reasoning_effort, dropped.temperature), (None, Some(0.2)));
+        let dropped = req.without(&[Field::top("temperature"), Field::top("top_p")]);
+        assert_eq!((dropped.temperature, dropped.top_p), (None, None));
     }
 
     #[test]

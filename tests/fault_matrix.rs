@@ -1,7 +1,8 @@
 //! DESIGN.md §3 over real loopback TCP: every fault class, with each provider
 //! kind as the failing primary, streamed and whole. The client must get
 //! exactly the healthy secondary's text, never a byte of the failed attempt,
-//! and in time.
+//! and in time. Every fault before commit is also run for a request that
+//! offers tools (the secondary answers with a tool call) and one in JSON mode.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
 
@@ -11,6 +12,7 @@ use std::time::Duration;
 
 use baton::mock::{Fault, MockProvider, refusing_addr};
 use baton::providers::ProviderKind;
+use serde_json::{Value, json};
 use support::{Proxy, Received, Spawned, chat_body, mocks_toml, post_chat, route_toml, within};
 
 const FIRST_TOKEN_MS: u64 = 500;
@@ -35,14 +37,52 @@ fn waits_for_deadline(fault: Fault) -> bool {
     matches!(fault, Fault::StallHeaders | Fault::StallFirstToken | Fault::RoleThenStall | Fault::SlowFirstToken)
 }
 
+/// What the client asks for.
+#[derive(Clone, Copy, PartialEq)]
+enum Ask {
+    /// Prose.
+    Text,
+    /// Prose, with a tool offered; the secondary calls it.
+    Tools,
+    /// Any JSON object.
+    Json,
+}
+
+impl Ask {
+    fn body(self, stream: bool) -> Value {
+        let mut body = chat_body(stream);
+        match self {
+            Ask::Text => {}
+            Ask::Tools => {
+                body["tools"] = json!([{ "type": "function", "function": { "name": "get_weather",
+                    "parameters": { "type": "object", "properties": { "city": { "type": "string" } } } } }]);
+            }
+            Ask::Json => body["response_format"] = json!({ "type": "json_object" }),
+        }
+        body
+    }
+}
+
+/// The id the secondary's tool call reaches the client with.
+fn call_id(kind: ProviderKind) -> &'static str {
+    match kind {
+        ProviderKind::OpenAi => "call_mock",
+        ProviderKind::Anthropic => "toolu_mock",
+        ProviderKind::Gemini => "call_0",
+    }
+}
+
 async fn run(kind: ProviderKind, fault: Fault, stream: bool) {
+    run_asking(kind, fault, stream, Ask::Text).await;
+}
+
+async fn run_asking(kind: ProviderKind, fault: Fault, stream: bool, ask: Ask) {
     within(HARD_LIMIT, async {
         let primary = MockProvider::new(kind).marker(PRIMARY_MARKER).fault(fault).spawned().await;
         let secondary = MockProvider::new(secondary_kind(kind))
             .marker("clean")
-            .first_token_after(Duration::from_millis(SECONDARY_FIRST_TOKEN_MS))
-            .spawned()
-            .await;
+            .first_token_after(Duration::from_millis(SECONDARY_FIRST_TOKEN_MS));
+        let secondary = if ask == Ask::Tools { secondary.tool_call() } else { secondary }.spawned().await;
         let config = if fault == Fault::Refuse {
             let dead = refusing_addr().await.expect("free port");
             let base =
@@ -56,13 +96,27 @@ async fn run(kind: ProviderKind, fault: Fault, stream: bool) {
             mocks_toml(&[("primary", &primary), ("secondary", &secondary)], FIRST_TOKEN_MS, IDLE_MS)
         };
         let proxy = Proxy::start(&config).await;
-        let got = post_chat(&proxy, &chat_body(stream)).await;
+        let got = post_chat(&proxy, &ask.body(stream)).await;
 
         let midstream = matches!(fault, Fault::MidstreamStall | Fault::MidstreamClose);
         if midstream && stream {
             expect_midstream_error(&got, fault);
+        } else if ask == Ask::Tools {
+            expect_tool_call(
+                &got,
+                fault,
+                stream,
+                call_id(secondary.provider_kind()),
+                &secondary.provider().expected_text(),
+            );
         } else {
             expect_failover(&got, fault, stream, secondary.provider().expected_text());
+        }
+        if ask != Ask::Text && fault != Fault::Refuse {
+            let sent = primary.requests().pop().expect("the primary was tried");
+            let asked = sent.body.to_string().to_lowercase();
+            let carried = if ask == Ask::Tools { "get_weather" } else { "json" };
+            assert!(asked.contains(carried), "{}: the primary was sent the request whole: {asked}", fault.name());
         }
     })
     .await;
@@ -113,6 +167,32 @@ fn expect_failover(got: &Received, fault: Fault, stream: bool, expected: String)
     }
 }
 
+/// A failover whose answer is the secondary's tool call and text; the
+/// failed attempt's bytes are checked as for any failover.
+fn expect_tool_call(got: &Received, fault: Fault, stream: bool, id: &str, text: &str) {
+    let name = fault.name();
+    assert_eq!(got.status, 200, "{name}: the secondary answers; body: {}", got.raw);
+    assert_eq!(got.header("x-baton-provider"), "secondary", "{name}: the secondary answered");
+    assert_eq!(got.header("x-baton-attempts"), "2", "{name}: two attempts were made");
+    assert!(!got.raw.contains(PRIMARY_MARKER), "{name}: a byte of the failed attempt leaked: {}", got.raw);
+    assert!(!got.raw.contains("mock5xx") && !got.raw.contains("mock429"), "{name}: the error leaked: {}", got.raw);
+    let calls: Vec<Value> = if stream {
+        assert!(got.saw_done(), "{name}: a complete stream ends with [DONE]");
+        assert!(got.error_event().is_none(), "{name}: no error event in a good stream");
+        assert_eq!(got.streamed_text(), text, "{name}: the secondary's text after its call");
+        got.chunks().iter().filter_map(|chunk| chunk.pointer("/choices/0/delta/tool_calls/0").cloned()).collect()
+    } else {
+        assert_eq!(got.json()["choices"][0]["message"]["content"], text, "{name}: the secondary's text");
+        got.json().pointer("/choices/0/message/tool_calls/0").cloned().into_iter().collect()
+    };
+    let first = calls.first().unwrap_or_else(|| panic!("{name}: the tool call reached the client: {}", got.raw));
+    assert_eq!(first["id"], id, "{name}: the secondary's call, by its id");
+    assert_eq!(first["function"]["name"], "get_weather", "{name}");
+    let arguments: String = calls.iter().filter_map(|c| c.pointer("/function/arguments")?.as_str()).collect();
+    let arguments: Value = serde_json::from_str(&arguments).unwrap_or_default();
+    assert_eq!(arguments, json!({ "city": "Paris" }), "{name}: the call's arguments, whole");
+}
+
 fn waits_for_deadline_name(name: &str) -> bool {
     Fault::from_name(name).is_some_and(waits_for_deadline)
 }
@@ -143,6 +223,14 @@ macro_rules! matrix {
         $(
             mod $kind_name {
                 use super::*;
+                mod tool_call {
+                    use super::*;
+                    matrix!(@before_commit $kind, Ask::Tools);
+                }
+                mod json_mode {
+                    use super::*;
+                    matrix!(@before_commit $kind, Ask::Json);
+                }
                 matrix!(@faults $kind;
                     refuse => Fault::Refuse,
                     http_5xx => Fault::Http5xx,
@@ -159,6 +247,30 @@ macro_rules! matrix {
                 );
             }
         )*
+    };
+    (@before_commit $kind:expr, $ask:expr) => {
+        matrix!(@asking $kind, $ask;
+            refuse => Fault::Refuse,
+            http_5xx => Fault::Http5xx,
+            http_429 => Fault::Http429,
+            stall_headers => Fault::StallHeaders,
+            stall_first_token => Fault::StallFirstToken,
+            role_then_stall => Fault::RoleThenStall,
+            close_before_token => Fault::CloseBeforeToken,
+            malformed => Fault::Malformed,
+            error_event => Fault::ErrorEvent,
+            slow_first_token => Fault::SlowFirstToken,
+        );
+    };
+    (@asking $kind:expr, $ask:expr; $($name:ident => $fault:expr),* $(,)?) => {
+        mod streamed {
+            use super::*;
+            $( #[tokio::test] async fn $name() { run_asking($kind, $fault, true, $ask).await; } )*
+        }
+        mod whole {
+            use super::*;
+            $( #[tokio::test] async fn $name() { run_asking($kind, $fault, false, $ask).await; } )*
+        }
     };
     (@faults $kind:expr; $($name:ident => $fault:expr),* $(,)?) => {
         mod streamed {

@@ -8,6 +8,8 @@ pub mod driver;
 mod error;
 mod gemini;
 mod openai;
+#[cfg(test)]
+mod samples;
 pub mod scripted;
 pub mod sse;
 

@@ -271,3 +271,6 @@ fn response_format(wire: WireResponseFormat) -> Result<ResponseFormat, ApiError>
         ))),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
 use super::{Adapter, Decoder, ProviderError, Upstream, driver};
-use crate::request::{ChatRequest, Field, Part, ResponseFormat, Role, Tool, ToolChoice};
+use crate::request::{ChatRequest, Field, LimitField, Part, ResponseFormat, Role, Tool, ToolChoice};
 
 /// The API version baton's wire format follows.
 const API_VERSION: &str = "2023-06-01";
@@ -53,6 +53,15 @@ fn thinking_budget(effort: &str) -> Option<u32> {
     }
 }
 
+/// The efforts that leave thinking off.
+const NO_THINKING: [&str; 2] = ["none", "minimal"];
+
+/// Anthropic's highest temperature; OpenAI's goes to 2.
+const MAX_TEMPERATURE: f64 = 1.0;
+
+/// The lowest `top_p` Anthropic takes while thinking.
+const MIN_THINKING_TOP_P: f64 = 0.95;
+
 /// The request's fields Anthropic has no equivalent for. `user` becomes
 /// `metadata.user_id` and `top_k` is Anthropic's own; a field set to
 /// `null` or `false` asks for nothing and is honoured.
@@ -60,9 +69,12 @@ fn unsupported(req: &ChatRequest) -> Vec<Field> {
     let mut out: Vec<Field> = req
         .extra
         .iter()
-        .filter(|(name, value)| !asks_nothing(value) && !matches!(name.as_str(), "user" | "top_k"))
+        .filter(|(name, value)| !asks_nothing(value) && !translated(name, value))
         .map(|(name, _)| Field::top(name))
         .collect();
+    if req.temperature.is_some_and(|t| t > MAX_TEMPERATURE) {
+        out.push(Field::top("temperature"));
+    }
     for (i, message) in req.messages.iter().enumerate() {
         out.extend(message.extra.iter().filter(|(_, v)| !asks_nothing(v)).map(|(name, _)| Field::message(i, name)));
         if message.name.is_some() {
@@ -74,12 +86,49 @@ fn unsupported(req: &ChatRequest) -> Vec<Field> {
             }
         }
     }
-    if let Some(effort) = &req.reasoning_effort
-        && thinking_budget(effort).is_some_and(|budget| req.max_tokens.is_some_and(|max| max <= budget))
-    {
-        out.push(Field::top("reasoning_effort"));
-    }
+    out.extend(thinking_conflicts(req));
     out
+}
+
+/// Whether extra field `name` has an Anthropic equivalent: `user` as a
+/// string becomes `metadata.user_id`, `top_k` is Anthropic's own.
+fn translated(name: &str, value: &Value) -> bool {
+    match name {
+        "user" => value.is_string(),
+        "top_k" => true,
+        _ => false,
+    }
+}
+
+/// What keeps `reasoning_effort` from becoming a `thinking` budget: an
+/// effort Anthropic has no budget for, or a setting the API refuses beside
+/// thinking — a limit no larger than the budget, `temperature`, `top_k`, a
+/// `top_p` below 0.95, a forced tool, or a tool call in the last assistant
+/// turn (its thinking block, which Anthropic wants back, is not in an
+/// OpenAI conversation).
+fn thinking_conflicts(req: &ChatRequest) -> Vec<Field> {
+    let Some(effort) = req.reasoning_effort.as_deref() else { return Vec::new() };
+    let Some(budget) = thinking_budget(effort) else {
+        return if NO_THINKING.contains(&effort) { Vec::new() } else { vec![Field::top("reasoning_effort")] };
+    };
+    let limit = match req.limit_field {
+        LimitField::MaxTokens => "max_tokens",
+        LimitField::MaxCompletionTokens => "max_completion_tokens",
+    };
+    let last_assistant = req.messages.iter().rev().find(|m| m.role == Role::Assistant);
+    let conflicts = [
+        (limit, req.max_tokens.is_some_and(|max| max <= budget)),
+        ("temperature", req.temperature.is_some()),
+        ("top_k", req.extra.get("top_k").is_some_and(|v| !v.is_null())),
+        ("top_p", req.top_p.is_some_and(|p| p < MIN_THINKING_TOP_P)),
+        ("tool_choice", matches!(req.tool_choice, Some(ToolChoice::Required | ToolChoice::Function(_)))),
+        ("tool_calls", last_assistant.is_some_and(|m| !m.tool_calls.is_empty())),
+    ];
+    conflicts
+        .into_iter()
+        .filter(|(_, conflicts)| *conflicts)
+        .map(|(with, _)| Field::Together("reasoning_effort".to_owned(), with.to_owned()))
+        .collect()
 }
 
 /// Whether a field's value asks for nothing: `null`, `false`.
@@ -92,7 +141,10 @@ fn asks_nothing(value: &Value) -> bool {
 /// sent back together in one user turn), images as
 /// `image` blocks, cache hints kept.
 fn body(model: &str, req: &ChatRequest) -> Value {
-    let max_tokens = req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS);
+    let budget = req.reasoning_effort.as_deref().and_then(thinking_budget);
+    // Thinking counts against `max_tokens`: without a client limit, the
+    // answer keeps the default on top of the budget.
+    let max_tokens = req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS + budget.unwrap_or(0));
     let mut body = Map::new();
     body.insert("model".into(), json!(model));
     body.insert("max_tokens".into(), json!(max_tokens));
@@ -110,13 +162,7 @@ fn body(model: &str, req: &ChatRequest) -> Value {
         ("tool_choice", tool_choice(req)),
         ("metadata", req.extra.get("user").and_then(Value::as_str).map(|user| json!({ "user_id": user }))),
         ("output_config", output_format(req)),
-        (
-            "thinking",
-            req.reasoning_effort
-                .as_deref()
-                .and_then(thinking_budget)
-                .map(|budget| json!({ "type": "enabled", "budget_tokens": budget.min(max_tokens.saturating_sub(1)) })),
-        ),
+        ("thinking", budget.map(|budget| json!({ "type": "enabled", "budget_tokens": budget }))),
     ];
     for (name, value) in optional {
         if let Some(value) = value {
@@ -159,8 +205,17 @@ fn conversation(req: &ChatRequest) -> Vec<Value> {
                 ("assistant", blocks)
             }
             Role::Tool => {
-                let content: Vec<Value> = message.content.iter().filter_map(content_block).collect();
-                let result = json!({ "type": "tool_result", "tool_use_id": message.tool_call_id, "content": content });
+                // Anthropic refuses empty text blocks; an empty result has no content.
+                let content: Vec<Value> = message
+                    .content
+                    .iter()
+                    .filter(|part| !matches!(part, Part::Text { text, .. } if text.is_empty()))
+                    .filter_map(content_block)
+                    .collect();
+                let mut result = json!({ "type": "tool_result", "tool_use_id": message.tool_call_id });
+                if !content.is_empty() {
+                    result["content"] = Value::Array(content);
+                }
                 ("user", vec![result])
             }
         };
@@ -221,8 +276,11 @@ fn arguments(arguments: &str) -> Value {
     }
 }
 
+/// A tool; one declared without parameters takes none (`input_schema`
+/// is required).
 fn tool(tool: &Tool) -> Value {
-    let mut out = json!({ "name": tool.name, "input_schema": tool.parameters });
+    let schema = if tool.parameters.is_null() { json!({ "type": "object" }) } else { tool.parameters.clone() };
+    let mut out = json!({ "name": tool.name, "input_schema": schema });
     if let Some(description) = &tool.description {
         out["description"] = json!(description);
     }
@@ -261,37 +319,4 @@ fn output_format(req: &ChatRequest) -> Option<Value> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::request::Message;
-
-    #[test]
-    fn system_moves_out_and_max_tokens_is_always_set() {
-        let req = ChatRequest {
-            messages: vec![
-                Message::text(Role::System, "be brief"),
-                Message::text(Role::User, "hi"),
-                Message::text(Role::Assistant, "hello"),
-                Message::text(Role::User, "again"),
-            ],
-            stop: vec!["END".into()],
-            ..ChatRequest::default()
-        };
-        let value = serde_json::to_value(body("claude-sonnet-4-5", &req)).unwrap_or_default();
-        assert_eq!(
-            value,
-            json!({
-                "model": "claude-sonnet-4-5",
-                "max_tokens": DEFAULT_MAX_TOKENS,
-                "system": "be brief",
-                "messages": [
-                    {"role": "user", "content": "hi"},
-                    {"role": "assistant", "content": "hello"},
-                    {"role": "user", "content": "again"},
-                ],
-                "stream": true,
-                "stop_sequences": ["END"],
-            })
-        );
-    }
-}
+mod tests;

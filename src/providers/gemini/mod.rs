@@ -49,6 +49,11 @@ fn thinking_budget(effort: &str) -> Option<u32> {
     }
 }
 
+/// The signature Gemini documents for a function call it did not write
+/// (a conversation from another model or client), which Gemini 3 otherwise
+/// refuses for want of the signature of its own call.
+const NO_THOUGHT_SIGNATURE: &str = "skip_thought_signature_validator";
+
 /// Fields of the client's dialect with a `generationConfig` equivalent.
 const GENERATION_FIELDS: [(&str, &str); 4] = [
     ("seed", "seed"),
@@ -58,10 +63,13 @@ const GENERATION_FIELDS: [(&str, &str); 4] = [
 ];
 
 /// The request's fields Gemini has no equivalent for: images by URL (baton
-/// does not fetch them), parts of other types, message names, a
+/// does not fetch them), parts of other types, images in a tool result (a
+/// `functionResponse` carries JSON), message names, a
 /// `parallel_tool_calls: false`, tool-call arguments that are not a JSON
-/// object, and extra fields other than [`GENERATION_FIELDS`]. A field set
-/// to `null` or `false` asks for nothing and is honoured.
+/// object, a result whose call is not in the conversation (Gemini wants
+/// the function's name on it), and extra fields other than
+/// [`GENERATION_FIELDS`]. A field set to `null` or `false` asks for nothing
+/// and is honoured.
 fn unsupported(req: &ChatRequest) -> Vec<Field> {
     let mut out: Vec<Field> = req
         .extra
@@ -83,8 +91,16 @@ fn unsupported(req: &ChatRequest) -> Vec<Field> {
         if message.tool_calls.iter().any(|call| !matches!(arguments(&call.arguments), Some(Value::Object(_)))) {
             out.push(Field::message(i, "tool_calls"));
         }
+        if message.role == Role::Tool
+            && message.tool_call_id.as_deref().and_then(|id| function_named(req, id)).is_none()
+        {
+            out.push(Field::message(i, "tool_call_id"));
+        }
         for (j, part) in message.content.iter().enumerate() {
             match part {
+                Part::Image(_) if message.role == Role::Tool => {
+                    out.push(Field::Part(i, j, "an image in a tool result"))
+                }
                 Part::Image(image) if image.inline().is_none() => out.push(Field::Part(i, j, "an image by URL")),
                 Part::Other(_) => out.push(Field::Part(i, j, "a part of another type")),
                 _ => {}
@@ -102,7 +118,9 @@ fn asks_nothing(value: &Value) -> bool {
 /// The `generateContent` body: roles `user` and `model`, tool calls and
 /// results as `functionCall` / `functionResponse` parts (a result's
 /// function name looked up from its call id; the results of one turn's
-/// calls sent back together), images inline, structured output and thinking in
+/// calls sent back together; a call without the model's thought signature,
+/// which an OpenAI conversation does not carry, marked as Gemini documents
+/// for calls it did not write), images inline, structured output and thinking in
 /// `generationConfig`, JSON Schemas as Gemini's `*JsonSchema` fields take
 /// them, unconverted.
 fn body(req: &ChatRequest) -> Value {
@@ -134,19 +152,24 @@ fn contents(req: &ChatRequest) -> Vec<Value> {
             Role::Assistant => {
                 let mut parts: Vec<Value> = message.content.iter().filter_map(part).collect();
                 parts.retain(|part| part.get("text").is_none_or(|text| text != ""));
-                parts.extend(
-                    message.tool_calls.iter().map(
-                        |call| json!({ "functionCall": { "name": call.name, "args": arguments(&call.arguments) } }),
-                    ),
-                );
+                parts.extend(message.tool_calls.iter().enumerate().map(|(n, call)| {
+                    let mut part = json!({ "functionCall": { "name": call.name, "args": arguments(&call.arguments) } });
+                    // Gemini 3 refuses a step's first call without a signature.
+                    if n == 0 {
+                        part["thoughtSignature"] = json!(NO_THOUGHT_SIGNATURE);
+                    }
+                    part
+                }));
                 ("model", parts)
             }
             Role::Tool => {
                 let name = message.tool_call_id.as_deref().and_then(|id| function_named(req, id)).unwrap_or_default();
                 let text = message.joined_text();
+                // An object is the output itself; anything else goes under
+                // `output`, the key Gemini reads a function's output from.
                 let response = match serde_json::from_str::<Value>(&text) {
                     Ok(object @ Value::Object(_)) => object,
-                    _ => json!({ "content": text }),
+                    _ => json!({ "output": text }),
                 };
                 ("user", vec![json!({ "functionResponse": { "name": name, "response": response } })])
             }
@@ -210,7 +233,9 @@ fn generation_config(req: &ChatRequest) -> Value {
         }
         Some(ResponseFormat::JsonSchema(schema)) => {
             config.insert("responseMimeType".into(), json!("application/json"));
-            config.insert("responseJsonSchema".into(), schema.schema.clone());
+            if !schema.schema.is_null() {
+                config.insert("responseJsonSchema".into(), schema.schema.clone());
+            }
         }
         Some(ResponseFormat::Text) | None => {}
     }
@@ -242,33 +267,4 @@ fn tool_config(choice: Option<&ToolChoice>) -> Option<Value> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::request::Message;
-
-    #[test]
-    fn roles_become_user_and_model_and_limits_move_to_generation_config() {
-        let req = ChatRequest {
-            messages: vec![
-                Message::text(Role::System, "be brief"),
-                Message::text(Role::User, "hi"),
-                Message::text(Role::Assistant, "hello"),
-            ],
-            max_tokens: Some(64),
-            top_p: Some(0.9),
-            ..ChatRequest::default()
-        };
-        let value = serde_json::to_value(body(&req)).unwrap_or_default();
-        assert_eq!(
-            value,
-            json!({
-                "contents": [
-                    {"role": "user", "parts": [{"text": "hi"}]},
-                    {"role": "model", "parts": [{"text": "hello"}]},
-                ],
-                "systemInstruction": {"parts": [{"text": "be brief"}]},
-                "generationConfig": {"maxOutputTokens": 64, "topP": 0.9},
-            })
-        );
-    }
-}
+mod tests;
