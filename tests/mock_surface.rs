@@ -159,7 +159,7 @@ fn a_tool_result_is_answered_with_its_content() {
                 ProviderKind::Anthropic => json!({ "type": "tool_result", "tool_use_id": "call_1",
                     "content": [{ "type": "text", "text": "18C and sunny" }] }),
                 ProviderKind::Gemini => {
-                    json!({ "functionResponse": { "name": "get_weather", "response": { "content": "18C and sunny" } } })
+                    json!({ "functionResponse": { "name": "get_weather", "response": { "output": "18C and sunny" } } })
                 }
             };
             assert_eq!(result, expected, "{kind}: the result in the provider's own shape");

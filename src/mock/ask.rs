@@ -163,7 +163,8 @@ fn gemini_results(body: &Value) -> Vec<String> {
     let responses = array_at(last, "/parts").iter().filter_map(|part| part.pointer("/functionResponse/response"));
     responses
         .map(|response| match response.as_object() {
-            Some(fields) if fields.len() == 1 && fields.contains_key("content") => text_of(&response["content"]),
+            // A result that was not a JSON object comes wrapped in `output`, as Gemini documents.
+            Some(fields) if fields.len() == 1 && fields.contains_key("output") => text_of(&response["output"]),
             _ => response.to_string(),
         })
         .collect()
@@ -235,7 +236,7 @@ mod tests {
             ProviderKind::Gemini,
             json!({"generationConfig": {"responseMimeType": "application/json", "responseJsonSchema": weather()},
             "contents": [{"role": "user", "parts": [{"inlineData": {"mimeType": "image/png", "data": "AA"}},
-                {"functionResponse": {"name": "get_weather", "response": {"content": "18C"}}}]}]}),
+                {"functionResponse": {"name": "get_weather", "response": {"output": "18C"}}}]}]}),
         );
         assert_eq!(gemini.tool_results, vec!["18C".to_owned()]);
         assert_eq!((gemini.json, gemini.images), (Some(Json::Schema(weather())), 1));
