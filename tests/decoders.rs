@@ -196,6 +196,26 @@ async fn anthropic_thinking_is_reasoning_and_cache_reads_count_in_the_prompt() {
     assert_eq!(usage.output_tokens, Some(58));
 }
 
+#[tokio::test]
+async fn openai_compatible_reasoning_content_is_reasoning_and_usage_keeps_its_details() {
+    let (events, error) = replay(ProviderKind::OpenAi, "reasoning_cached").await;
+    assert_eq!(error, None);
+    assert_eq!(reasoning_of(&events), "9.11 has 11 hundredths, 9.8 has 80.");
+    assert_eq!(text_of(&events), "9.8 is greater.", "reasoning is never answer text");
+    let usage = last_usage(&events);
+    assert_eq!((usage.cached_input_tokens, usage.reasoning_tokens), (Some(16), Some(88)));
+    assert_eq!((usage.input_tokens, usage.output_tokens), (Some(18), Some(96)));
+}
+
+#[tokio::test]
+async fn gemini_cached_content_is_counted_among_the_prompt() {
+    let (events, error) = replay(ProviderKind::Gemini, "cached").await;
+    assert_eq!(error, None);
+    let usage = last_usage(&events);
+    assert_eq!((usage.input_tokens, usage.cached_input_tokens), (Some(40210), Some(40000)));
+    assert_eq!(usage.output_tokens, Some(9));
+}
+
 fn reasoning_of(events: &[Event]) -> String {
     events.iter().filter_map(|e| if let Event::Reasoning(t) = e { Some(t.as_str()) } else { None }).collect()
 }

@@ -16,7 +16,7 @@ def tool_result_sent(route, body):
         return "".join(part["text"] for part in blocks[-1]["content"])
     parts = [p for p in body["contents"][-1]["parts"] if "functionResponse" in p]
     assert parts, body["contents"][-1]
-    return parts[-1]["functionResponse"]["response"]["content"]
+    return parts[-1]["functionResponse"]["response"]["output"]
 
 
 def schema_sent(route, body):

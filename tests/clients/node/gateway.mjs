@@ -83,7 +83,7 @@ export function toolResultSent(route, body) {
     return block?.content.map((part) => part.text).join("");
   }
   const part = body.contents.at(-1).parts.filter((p) => p.functionResponse).at(-1);
-  return part?.functionResponse.response.content;
+  return part?.functionResponse.response.output;
 }
 
 /** The JSON Schema a provider was asked to answer in, read from its own shape. */
