@@ -4,32 +4,14 @@
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createInterface } from "node:readline";
 import { chromium } from "playwright-core";
+import { start } from "../clients/node/gateway.mjs";
 
-const here = new URL(".", import.meta.url).pathname;
-const BATON = process.env.BATON_BIN ?? `${here}../../target/debug/baton`;
 const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
-
-function start(args) {
-  const proc = spawn(BATON, args, { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, RUST_LOG: "info" } });
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`baton ${args[0]} did not start`)), 20000);
-    createInterface({ input: proc.stderr }).on("line", (line) => {
-      const match = /is serving.*listen=(\S+)/.exec(line);
-      if (match) {
-        clearTimeout(timer);
-        resolve({ proc, addr: match[1] });
-      }
-    });
-    proc.on("exit", (code) => reject(new Error(`baton ${args[0]} exited with ${code}`)));
-  });
-}
 
 // The page: it streams a chat answer from `baton` and reports what it read.
 const PAGE = `<!doctype html><meta charset="utf-8"><title>another origin</title>

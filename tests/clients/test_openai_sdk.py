@@ -2,70 +2,35 @@
 simulated providers started with `baton mock`: a drop-in client must work
 unchanged, and must raise when a stream fails after it started."""
 
-import os
-import re
-import subprocess
 import tempfile
-import threading
 from pathlib import Path
 
 import openai
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-BATON = os.environ.get("BATON_BIN", str(ROOT / "target" / "debug" / "baton"))
-START_TIMEOUT_S = 30
-
-
-def start(*args):
-    """Starts `baton args...` and returns (process, address) once it serves."""
-    proc = subprocess.Popen(
-        [BATON, *args],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "RUST_LOG": "info"},
-    )
-    found = {}
-    ready = threading.Event()
-
-    def drain():
-        for line in proc.stderr:
-            match = re.search(r"is serving.*listen=(\S+)", line)
-            if match and not ready.is_set():
-                found["addr"] = match.group(1)
-                ready.set()
-        ready.set()
-
-    threading.Thread(target=drain, daemon=True).start()
-    if not ready.wait(START_TIMEOUT_S) or "addr" not in found:
-        proc.kill()
-        raise RuntimeError(f"baton {' '.join(args)} did not start")
-    return proc, found["addr"]
+from processes import start_baton
 
 
 def serve(config):
     """Writes `config` to a fresh file and starts `baton serve` on it."""
     path = Path(tempfile.mkdtemp()) / "baton.toml"
     path.write_text(config)
-    return start("serve", "--config", str(path))
-
+    return start_baton("serve", "--config", str(path))
 
 def stop(procs):
     for proc in procs:
         proc.kill()
         proc.wait()
 
-
 @pytest.fixture(scope="module")
 def gateway():
     procs = []
     try:
-        healthy, healthy_addr = start("mock", "--kind", "gemini", "--listen", "127.0.0.1:0",
+        healthy, healthy_addr = start_baton("mock", "--kind", "gemini", "--listen", "127.0.0.1:0",
                                       "--marker", "py", "--tokens", "5", "--first-token-ms", "10", "--gap-ms", "5")
-        flaky, flaky_addr = start("mock", "--kind", "anthropic", "--listen", "127.0.0.1:0",
+        flaky, flaky_addr = start_baton("mock", "--kind", "anthropic", "--listen", "127.0.0.1:0",
                                   "--marker", "leak", "--fault", "error_event")
-        broken, broken_addr = start("mock", "--kind", "openai", "--listen", "127.0.0.1:0",
+        broken, broken_addr = start_baton("mock", "--kind", "openai", "--listen", "127.0.0.1:0",
                                     "--marker", "cut", "--tokens", "10", "--fault", "midstream_close")
         procs += [healthy, flaky, broken]
         config = f"""
@@ -102,10 +67,8 @@ targets = [{{ provider = "broken", model = "gpt-sim" }}]
     finally:
         stop(procs)
 
-
 MESSAGES = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello"}]
 EXPECTED = "py0 py1 py2 py3 py4"
-
 
 def test_streaming_through_a_failover(gateway):
     stream = gateway.chat.completions.create(
@@ -122,7 +85,6 @@ def test_streaming_through_a_failover(gateway):
     assert models == {"gemini-sim"}
     assert usage is not None and usage.completion_tokens == 5 and usage.prompt_tokens == 10
 
-
 def test_whole_answer_through_a_failover(gateway):
     raw = gateway.chat.completions.with_raw_response.create(model="chat", messages=MESSAGES)
     assert raw.headers["x-baton-provider"] == "healthy"
@@ -132,7 +94,6 @@ def test_whole_answer_through_a_failover(gateway):
     assert completion.choices[0].finish_reason == "stop"
     assert completion.model == "gemini-sim"
     assert completion.usage.total_tokens == 15
-
 
 def test_a_stream_that_breaks_midway_raises(gateway):
     stream = gateway.chat.completions.create(model="breaks", messages=MESSAGES, stream=True)
@@ -144,23 +105,20 @@ def test_a_stream_that_breaks_midway_raises(gateway):
     assert received == "cut0 cut1 cut2", "the tokens before the failure arrived"
     assert "stream" in str(raised.value).lower()
 
-
 def test_unknown_model_is_not_found(gateway):
     with pytest.raises(openai.NotFoundError) as raised:
         gateway.chat.completions.create(model="gpt-nope", messages=MESSAGES)
     assert "chat" in str(raised.value)
 
-
 def test_models_lists_the_routes(gateway):
     assert sorted(model.id for model in gateway.models.list()) == ["breaks", "chat"]
-
 
 @pytest.fixture(scope="module")
 def keyed():
     """A baton that needs a client key, in front of one simulated provider."""
     procs = []
     try:
-        provider, provider_addr = start("mock", "--kind", "openai", "--listen", "127.0.0.1:0",
+        provider, provider_addr = start_baton("mock", "--kind", "openai", "--listen", "127.0.0.1:0",
                                         "--marker", "key", "--tokens", "3", "--first-token-ms", "5", "--gap-ms", "1")
         procs.append(provider)
         config = f"""
@@ -185,13 +143,11 @@ targets = [{{ provider = "p", model = "m" }}]
     finally:
         stop(procs)
 
-
 def test_a_wrong_key_raises_authentication_error(keyed):
     client = openai.OpenAI(base_url=keyed, api_key="sk-not-this-one-0123", max_retries=0, timeout=20)
     with pytest.raises(openai.AuthenticationError) as raised:
         client.chat.completions.create(model="chat", messages=MESSAGES)
     assert "sk-not-this-one" not in str(raised.value), "the key sent is never echoed"
-
 
 def test_the_right_key_streams(keyed):
     client = openai.OpenAI(base_url=keyed, api_key="sk-sdk-test-0123456789", max_retries=0, timeout=20)

@@ -16,7 +16,8 @@ const START_TIMEOUT_MS = 30000;
 /** The provider kind behind each route. */
 export const KINDS = { gpt: "openai", claude: "anthropic", gemini: "gemini" };
 
-function start(args) {
+/** Starts `baton args...`; resolves with the process and its address once it serves. */
+export function start(args) {
   const proc = spawn(BATON, args, { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, RUST_LOG: "info" } });
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`baton ${args.join(" ")} did not start`)), START_TIMEOUT_MS);
