@@ -213,8 +213,8 @@ pub struct ChatRequest {
     pub response_format: Option<ResponseFormat>,
     /// How hard a reasoning model thinks (`minimal`, `low`, `medium`, `high`).
     pub reasoning_effort: Option<String>,
-    /// Every top-level field baton does not translate, in the client's
-    /// order: passed through verbatim to targets of the client's dialect,
+    /// Every top-level field baton does not translate (by name; JSON
+    /// objects have no order): passed through verbatim to targets of the client's dialect,
     /// translated where another has an equivalent, refused by name otherwise.
     pub extra: Map<String, Value>,
 }

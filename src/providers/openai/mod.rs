@@ -28,10 +28,25 @@ impl Adapter for OpenAi {
         message.contains("context length") || message.contains("context_length_exceeded")
     }
 
-    /// Everything is honoured: what baton does not translate is passed through.
-    fn unsupported(&self, _req: &ChatRequest) -> Vec<Field> {
-        Vec::new()
+    /// Everything goes through, but what the answer would carry beyond the
+    /// shared events — token log probabilities, audio — cannot come back
+    /// through baton, so asking for it is named rather than quietly lost.
+    fn unsupported(&self, req: &ChatRequest) -> Vec<Field> {
+        unrelayed(req)
     }
+}
+
+/// Fields whose answer baton's events cannot carry: `logprobs` and
+/// `top_logprobs` (log probabilities per token), and `modalities` or
+/// `audio` asking for spoken output. `null`, `false` and a text-only
+/// `modalities` ask for nothing.
+fn unrelayed(req: &ChatRequest) -> Vec<Field> {
+    let asks = |name: &str| match req.extra.get(name) {
+        None | Some(Value::Null | Value::Bool(false)) => false,
+        Some(Value::Array(modes)) if name == "modalities" => modes.iter().any(|mode| mode != "text"),
+        Some(_) => true,
+    };
+    ["logprobs", "top_logprobs", "modalities", "audio"].into_iter().filter(|name| asks(name)).map(Field::top).collect()
 }
 
 /// The body an OpenAI-kind server gets: the client's request as it came,

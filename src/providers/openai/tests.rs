@@ -186,10 +186,23 @@ fn fields_baton_does_not_know_are_passed_through_verbatim() {
         json!({ "messages": [{ "role": "user", "content": "hi", "name": "ann", "x_message_hint": 1 }] }),
         samples::unknown_fields(),
     ));
-    assert_eq!(OpenAi.unsupported(&req), Vec::new());
+    let unrelayed = vec![Field::top("logprobs"), Field::top("top_logprobs")];
+    assert_eq!(OpenAi.unsupported(&req), unrelayed, "what the answer cannot bring back is named");
     let expected = with(
         streamed("m", json!([{ "role": "user", "content": "hi", "name": "ann", "x_message_hint": 1 }])),
         samples::unknown_fields(),
     );
     assert_eq!(body("m", &req), expected);
+}
+
+#[test]
+fn asking_for_what_the_answer_cannot_bring_back_is_named() {
+    let ask = |extra: Value| {
+        OpenAi.unsupported(&parsed(with(json!({ "messages": [{ "role": "user", "content": "hi" }] }), extra)))
+    };
+    assert_eq!(ask(json!({ "logprobs": false, "modalities": ["text"], "audio": null })), Vec::new());
+    assert_eq!(
+        ask(json!({ "modalities": ["text", "audio"], "audio": { "voice": "alloy", "format": "mp3" } })),
+        vec![Field::top("modalities"), Field::top("audio")]
+    );
 }
