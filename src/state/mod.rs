@@ -1,0 +1,301 @@
+//! The state several replicas share — key rate limits and breaker
+//! openings — behind one small trait, [`SharedState`], with two stores:
+//! [`MemoryState`], in this process, and [`RedisState`], in one Redis that
+//! every replica reaches. Every check-and-update is one atomic call.
+//!
+//! A store is reached through a [`Store`], which makes sure it is never
+//! what takes baton down: each call is bounded by a short timeout; the
+//! first failure marks the store down (logged once, `baton_state_backend_up
+//! 0`), after which no request waits for it at all and each replica uses
+//! its own local state; a background task pings it and re-joins when it
+//! answers again.
+
+mod breakers;
+mod memory;
+mod redis;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use thiserror::Error;
+
+pub use breakers::{BREAKER_SYNC_EVERY, spawn_sync};
+pub use memory::MemoryState;
+pub use redis::RedisState;
+
+use crate::config::{StateBackend, StateConfig};
+use crate::observe::Metrics;
+
+/// What a store's calls return: boxed, so the trait can be used as `dyn`.
+pub type StateFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, Unavailable>> + Send + 'a>>;
+
+/// The store could not answer; the caller uses its local state instead.
+#[derive(Debug, Error)]
+#[error("the shared state store is unavailable: {0}")]
+pub struct Unavailable(pub String);
+
+/// One rate limit to take from: a GCRA of `per_minute` units per minute.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limit {
+    /// The limit's name in the store, without the prefix (`key:web:rpm`).
+    pub name: String,
+    /// Its units per minute.
+    pub per_minute: u64,
+    /// The units to take, give back or charge.
+    pub amount: u64,
+}
+
+/// How a [`SharedState::take`] went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Taken {
+    /// Every limit had room and each was taken from.
+    Admitted,
+    /// The limit at `index` had no room, and none was taken from.
+    Refused {
+        /// Which of the limits asked.
+        index: usize,
+        /// When its units would fit.
+        retry_after: Duration,
+    },
+}
+
+/// Units given back to a limit, or charged past it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Adjust {
+    /// Reserved but not used.
+    GiveBack,
+    /// Used beyond the reservation: taken even past the limit.
+    Charge,
+}
+
+/// What one replica tells the store about one provider's breaker, each sync.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BreakerReport {
+    /// The provider's name.
+    pub provider: String,
+    /// What this replica's breaker did since the last sync.
+    pub action: BreakerAction,
+}
+
+/// A breaker's news for the cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BreakerAction {
+    /// Nothing new: only read the cluster's view.
+    Read,
+    /// It opened here, for this much longer.
+    Opened(Duration),
+    /// Its probe succeeded here: the provider is back; the news is kept
+    /// this long for replicas still waiting.
+    Closed(Duration),
+    /// Its cooldown is over here: it asks to be the cluster's one probe,
+    /// held this long at most.
+    ClaimProbe(Duration),
+}
+
+/// The cluster's view of one provider's breaker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BreakerView {
+    /// Open somewhere, for this much longer.
+    pub open_for: Option<Duration>,
+    /// Who holds the half-open probe.
+    pub probe: Probe,
+}
+
+/// The cluster's half-open probe of one provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Probe {
+    /// Nobody is probing.
+    Free,
+    /// This replica is.
+    Mine,
+    /// Another replica is.
+    Taken,
+    /// A probe succeeded: the breaker is closed everywhere.
+    Closed,
+}
+
+/// A store of shared state. Each method is one atomic round trip, so two
+/// replicas never race between a read and a write.
+pub trait SharedState: Send + Sync {
+    /// Takes `amount` from every limit, or from none when one has no room.
+    fn take<'a>(&'a self, limits: &'a [Limit]) -> StateFuture<'a, Taken>;
+
+    /// Gives units back to a limit, or charges them past it.
+    fn adjust<'a>(&'a self, limit: &'a Limit, how: Adjust) -> StateFuture<'a, ()>;
+
+    /// Reports each provider's breaker news and reads the cluster's view
+    /// of each, in one round trip for all of them.
+    fn sync_breakers<'a>(&'a self, reports: &'a [BreakerReport]) -> StateFuture<'a, Vec<BreakerView>>;
+
+    /// Whether the store answers.
+    fn ping(&self) -> StateFuture<'_, ()>;
+}
+
+/// A store with its availability: the one way baton reaches shared state.
+pub struct Store {
+    backend: Arc<dyn SharedState>,
+    name: &'static str,
+    timeout: Duration,
+    up: AtomicBool,
+    metrics: Arc<Metrics>,
+}
+
+impl Store {
+    /// The store `config` asks for; none for the memory backend, whose
+    /// state is the per-process state every policy keeps anyway.
+    pub fn from_config(config: &StateConfig, metrics: &Arc<Metrics>) -> Option<Arc<Store>> {
+        match &config.backend {
+            StateBackend::Memory => {
+                metrics.state_backend_up(true);
+                None
+            }
+            StateBackend::Redis { url } => {
+                let redis = RedisState::new(url, &config.key_prefix, config.timeout);
+                Some(Store::new(Arc::new(redis), "redis", config.timeout, Arc::clone(metrics)))
+            }
+        }
+    }
+
+    /// A store over `backend`, down until its first ping answers.
+    pub fn new(
+        backend: Arc<dyn SharedState>,
+        name: &'static str,
+        timeout: Duration,
+        metrics: Arc<Metrics>,
+    ) -> Arc<Store> {
+        metrics.state_backend_up(false);
+        Arc::new(Store { backend, name, timeout, up: AtomicBool::new(false), metrics })
+    }
+
+    /// The backend's name, for the status.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// Whether the last call answered in time.
+    pub fn is_up(&self) -> bool {
+        self.up.load(Ordering::Relaxed)
+    }
+
+    /// The store's answer, or none — at once while it is down, else after
+    /// at most the timeout — so the caller goes on with its local state.
+    pub async fn call<'a, T>(&'a self, call: impl FnOnce(&'a dyn SharedState) -> StateFuture<'a, T>) -> Option<T> {
+        if !self.is_up() {
+            return None;
+        }
+        match tokio::time::timeout(self.timeout, call(self.backend.as_ref())).await {
+            Ok(Ok(answer)) => Some(answer),
+            Ok(Err(err)) => {
+                self.down(&err.0);
+                None
+            }
+            Err(_) => {
+                self.down(&format!("no answer within {} ms", self.timeout.as_millis()));
+                None
+            }
+        }
+    }
+
+    /// Marks the store down, logging only the change.
+    fn down(&self, why: &str) {
+        if self.up.swap(false, Ordering::Relaxed) {
+            self.metrics.state_backend_up(false);
+            tracing::warn!(
+                backend = self.name,
+                error = why,
+                "shared state unavailable: each replica uses its local state until it is back"
+            );
+        }
+    }
+
+    /// Pings a store that is down; marks it up, logging the change, when it answers.
+    async fn rejoin(&self) -> bool {
+        if self.is_up() {
+            return false;
+        }
+        let answered = tokio::time::timeout(self.timeout, self.backend.ping()).await;
+        let up = matches!(answered, Ok(Ok(())));
+        if up && !self.up.swap(true, Ordering::Relaxed) {
+            self.metrics.state_backend_up(true);
+            tracing::info!(backend = self.name, "shared state reachable: limits and breakers are shared again");
+        }
+        up
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A store that can be made slow: it answers after `delay`.
+    struct Slow {
+        inner: MemoryState,
+        delay: std::sync::Mutex<Duration>,
+    }
+
+    impl Slow {
+        fn answer_after<'a, T: Send + 'a>(&'a self, call: StateFuture<'a, T>) -> StateFuture<'a, T> {
+            let delay = *self.delay.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            Box::pin(async move {
+                tokio::time::sleep(delay).await;
+                call.await
+            })
+        }
+    }
+
+    impl SharedState for Slow {
+        fn take<'a>(&'a self, limits: &'a [Limit]) -> StateFuture<'a, Taken> {
+            self.answer_after(self.inner.take(limits))
+        }
+        fn adjust<'a>(&'a self, limit: &'a Limit, how: Adjust) -> StateFuture<'a, ()> {
+            self.answer_after(self.inner.adjust(limit, how))
+        }
+        fn sync_breakers<'a>(&'a self, reports: &'a [BreakerReport]) -> StateFuture<'a, Vec<BreakerView>> {
+            self.answer_after(self.inner.sync_breakers(reports))
+        }
+        fn ping(&self) -> StateFuture<'_, ()> {
+            self.answer_after(self.inner.ping())
+        }
+    }
+
+    fn limit(amount: u64) -> Vec<Limit> {
+        vec![Limit { name: "key:web:rpm".into(), per_minute: 2, amount }]
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_store_costs_one_timeout_then_nothing_until_it_answers_again() {
+        let slow = Arc::new(Slow { inner: MemoryState::new(), delay: std::sync::Mutex::new(Duration::ZERO) });
+        let metrics = Arc::new(Metrics::new());
+        let store = Store::new(
+            Arc::clone(&slow) as Arc<dyn SharedState>,
+            "test",
+            Duration::from_millis(50),
+            Arc::clone(&metrics),
+        );
+        assert!(!store.is_up(), "down until a ping answers");
+        assert!(store.rejoin().await);
+        assert!(metrics.render(&crate::resilience::Health::default()).contains("baton_state_backend_up 1"));
+        let limits = limit(1);
+        assert_eq!(store.call(|state| state.take(&limits)).await, Some(Taken::Admitted));
+
+        *slow.delay.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Duration::from_secs(5);
+        let started = tokio::time::Instant::now();
+        assert_eq!(store.call(|state| state.take(&limits)).await, None, "past the timeout the caller goes on alone");
+        assert_eq!(started.elapsed(), Duration::from_millis(50));
+        assert!(metrics.render(&crate::resilience::Health::default()).contains("baton_state_backend_up 0"));
+        let started = tokio::time::Instant::now();
+        assert_eq!(store.call(|state| state.take(&limits)).await, None);
+        assert_eq!(started.elapsed(), Duration::ZERO, "while down, no call waits for the store");
+        assert!(!store.rejoin().await, "a ping past the timeout does not re-join");
+
+        *slow.delay.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Duration::ZERO;
+        assert!(store.rejoin().await);
+        assert!(metrics.render(&crate::resilience::Health::default()).contains("baton_state_backend_up 1"));
+        assert_eq!(store.call(|state| state.take(&limits)).await, Some(Taken::Admitted), "the second of 2 per minute");
+        let refused = store.call(|state| state.take(&limits)).await;
+        assert!(matches!(refused, Some(Taken::Refused { index: 0, .. })), "the shared count held: {refused:?}");
+    }
+}
