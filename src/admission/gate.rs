@@ -18,6 +18,7 @@ use crate::access::ClientKey;
 use crate::config::{Budget, BudgetAction, BudgetScope, BudgetWindow, Config, Route, add_usd};
 use crate::event::ChatRequest;
 use crate::observe::{Ended, Metrics, Settle};
+use crate::state::Store;
 
 /// Every key's limiters and every scope's spend. Its maps are keyed by
 /// names from the config only (keys, routes, providers), so they stay as
@@ -44,6 +45,8 @@ struct KeyState {
 pub struct RequestGate {
     state: Arc<Mutex<State>>,
     metrics: Arc<Metrics>,
+    /// Where the keys' limits are shared with other replicas, if they are.
+    pub(super) store: Option<Arc<Store>>,
 }
 
 /// A request let through.
@@ -158,7 +161,13 @@ pub struct SpendView {
 impl RequestGate {
     /// A gate with no history, counting budget events in `metrics`.
     pub fn new(metrics: Arc<Metrics>) -> Self {
-        RequestGate { state: Arc::default(), metrics }
+        RequestGate { state: Arc::default(), metrics, store: None }
+    }
+
+    /// The same gate, sharing keys' limits with other replicas through `store`.
+    pub fn with_store(mut self, store: Option<Arc<Store>>) -> Self {
+        self.store = store;
+        self
     }
 
     /// Admits `request` from `key` on `route` under `config`'s budgets, or
@@ -205,7 +214,11 @@ impl RequestGate {
         if let Some(key) = key {
             state.take(key, reserved, now)?;
         }
-        Ok(Admitted { route: served, downgraded_from, ticket: GateTicket { state: Arc::clone(&self.state), reserved } })
+        Ok(Admitted {
+            route: served,
+            downgraded_from,
+            ticket: GateTicket { state: Arc::clone(&self.state), reserved, shared: None },
+        })
     }
 
     /// Checks one budget: a spent one blocks (an error), downgrades (the
@@ -233,6 +246,20 @@ impl RequestGate {
                 }
                 Ok(None)
             }
+        }
+    }
+
+    /// Gives back the request and the `reserved` tokens `key`'s local
+    /// limiters took for a request the shared limits then refused.
+    pub(super) fn release(&self, key: &ClientKey, reserved: u64) {
+        let now = Instant::now();
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(known) = state.keys.get_mut(&key.name) else { return };
+        if let Some(requests) = &mut known.requests {
+            requests.give_back(1, now);
+        }
+        if let Some(tokens) = &mut known.tokens {
+            tokens.give_back(reserved, now);
         }
     }
 
@@ -344,7 +371,9 @@ impl State {
 /// spend its answer will be charged.
 pub struct GateTicket {
     state: Arc<Mutex<State>>,
-    reserved: u64,
+    pub(super) reserved: u64,
+    /// The key's token reservation in the shared store, when it was made there.
+    pub(super) shared: Option<super::shared::SharedTokens>,
 }
 
 impl Settle for GateTicket {
@@ -353,6 +382,9 @@ impl Settle for GateTicket {
     /// generating) and one that never did gives it back. The cost is
     /// charged to the global, key, route and provider spend.
     fn settle(self: Box<Self>, ended: &Ended<'_>) {
+        if let Some(shared) = &self.shared {
+            shared.settle(self.reserved, ended);
+        }
         let now = Instant::now();
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let key = ended.key.and_then(|key| state.keys.get_mut(key));
