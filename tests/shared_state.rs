@@ -101,7 +101,12 @@ async fn two_replicas(config: &str) -> (Proxy, Proxy) {
 
 /// Asks route "chat" for an answer as key "web".
 async fn ask(proxy: &Proxy) -> reqwest::Response {
-    let body = json!({ "model": "chat", "max_tokens": 50, "messages": [{ "role": "user", "content": "hi" }] });
+    ask_for(proxy, 50).await
+}
+
+/// Asks as key "web" for an answer of at most `max_tokens`, which it reserves.
+async fn ask_for(proxy: &Proxy, max_tokens: u32) -> reqwest::Response {
+    let body = json!({ "model": "chat", "max_tokens": max_tokens, "messages": [{ "role": "user", "content": "hi" }] });
     let request = reqwest::Client::new().post(proxy.url("/v1/chat/completions")).json(&body).bearer_auth(SECRET);
     request.send().await.expect("the proxy answers")
 }
@@ -126,6 +131,28 @@ fn a_keys_rpm_holds_across_two_replicas_sharing_one_redis() {
         assert_eq!(provider.requests().len(), 5, "the refused requests reached no provider");
         let refused = ask(&b).await;
         assert!(refused.headers().get("retry-after").is_some(), "a refusal says when to come back");
+    });
+}
+
+#[test]
+fn a_keys_token_reservations_are_shared_and_settled_across_two_replicas() {
+    run(HARD_LIMIT, async {
+        let redis = RedisServer::start();
+        let provider = MockProvider::openai().spawned().await;
+        let chat = ChatConfig::new().deadlines(5000, 5000).mock("p", &provider);
+        let (a, b) = two_replicas(&keyed(&chat, "tpm = 3000", &redis.state_toml("tpm"))).await;
+        // Each reserves 1 + 1,400 tokens: two fit in 3,000, on either replica or both.
+        let statuses = |responses: Vec<reqwest::Response>| {
+            let mut statuses: Vec<u16> = responses.iter().map(|r| r.status().as_u16()).collect();
+            statuses.sort_unstable();
+            statuses
+        };
+        let first = join_all([ask_for(&a, 1400), ask_for(&a, 1400), ask_for(&b, 1400), ask_for(&b, 1400)]).await;
+        assert_eq!(statuses(first), [200, 200, 429, 429], "two reservations of 1,401 fit the key's 3,000, cluster-wide");
+        // The answers used 18 tokens each: once settled, there is room for two more.
+        tokio::time::sleep(baton::state::BREAKER_SYNC_EVERY * 3).await;
+        let second = join_all([ask_for(&b, 1400), ask_for(&a, 1400)]).await;
+        assert_eq!(statuses(second), [200, 200], "the reservations were settled to the usage in Redis too");
     });
 }
 

@@ -66,7 +66,7 @@ impl RequestGate {
 }
 
 /// A key's token reservation in the shared store, settled to the usage as
-/// the local one is: off the request's path, in a task of its own.
+/// the local one is, with the store's next sync: off the request's path.
 pub(super) struct SharedTokens {
     store: Arc<Store>,
     tokens: Limit,
@@ -85,12 +85,6 @@ impl SharedTokens {
         } else {
             return;
         };
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
-        if amount == 0 {
-            return;
-        }
-        let store = Arc::clone(&self.store);
-        let limit = Limit { amount, ..self.tokens.clone() };
-        runtime.spawn(async move { store.call(|state| state.adjust(&limit, how)).await });
+        self.store.settle_later(&Limit { amount, ..self.tokens.clone() }, how);
     }
 }

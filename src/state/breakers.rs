@@ -7,7 +7,8 @@
 //! (500 ms), and the half-open probe is one per cluster: a replica probes
 //! only with the store's leave.
 //!
-//! The same task watches the store: while it is down the breakers decide
+//! The same task sends the token settlements kept since the last sync (one
+//! round trip for all keys), and watches the store: while it is down the breakers decide
 //! alone (probes included), and when it answers again their openings are
 //! told again and they are shared once more.
 
@@ -56,6 +57,7 @@ pub fn spawn_sync(store: Arc<Store>, health: Weak<Health>) {
                 providers.iter().for_each(|(_, provider)| provider.breaker.share(true));
                 shared = true;
             }
+            store.settle().await;
             sync(&store, &providers).await;
         }
     });

@@ -115,14 +115,16 @@ impl SharedState for MemoryState {
         })
     }
 
-    fn adjust<'a>(&'a self, limit: &'a Limit, how: Adjust) -> StateFuture<'a, ()> {
+    fn adjust<'a>(&'a self, changes: &'a [(Limit, Adjust)]) -> StateFuture<'a, ()> {
         Box::pin(async move {
             let now = Instant::now();
             let mut inner = self.lock();
-            let gcra = inner.gcra(limit);
-            match how {
-                Adjust::GiveBack => gcra.give_back(limit.amount, now),
-                Adjust::Charge => gcra.charge(limit.amount, now),
+            for (limit, how) in changes {
+                let gcra = inner.gcra(limit);
+                match how {
+                    Adjust::GiveBack => gcra.give_back(limit.amount, now),
+                    Adjust::Charge => gcra.charge(limit.amount, now),
+                }
             }
             Ok(())
         })

@@ -14,10 +14,11 @@ mod breakers;
 mod memory;
 mod redis;
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use thiserror::Error;
@@ -123,8 +124,8 @@ pub trait SharedState: Send + Sync {
     /// Takes `amount` from every limit, or from none when one has no room.
     fn take<'a>(&'a self, limits: &'a [Limit]) -> StateFuture<'a, Taken>;
 
-    /// Gives units back to a limit, or charges them past it.
-    fn adjust<'a>(&'a self, limit: &'a Limit, how: Adjust) -> StateFuture<'a, ()>;
+    /// Gives units back to limits, or charges them past them.
+    fn adjust<'a>(&'a self, changes: &'a [(Limit, Adjust)]) -> StateFuture<'a, ()>;
 
     /// Reports each provider's breaker news and reads the cluster's view
     /// of each, in one round trip for all of them.
@@ -141,6 +142,9 @@ pub struct Store {
     timeout: Duration,
     up: AtomicBool,
     metrics: Arc<Metrics>,
+    /// Settlements not yet sent, net per limit: units given back (negative)
+    /// or charged (positive). Keyed by the config's key names only.
+    unsettled: Mutex<HashMap<String, (u64, i128)>>,
 }
 
 impl Store {
@@ -167,7 +171,7 @@ impl Store {
         metrics: Arc<Metrics>,
     ) -> Arc<Store> {
         metrics.state_backend_up(false);
-        Arc::new(Store { backend, name, timeout, up: AtomicBool::new(false), metrics })
+        Arc::new(Store { backend, name, timeout, up: AtomicBool::new(false), metrics, unsettled: Mutex::default() })
     }
 
     /// The backend's name, for the status.
@@ -196,6 +200,40 @@ impl Store {
                 self.down(&format!("no answer within {} ms", self.timeout.as_millis()));
                 None
             }
+        }
+    }
+
+    /// Settles `limit`'s units so with the next sync, not on the request's
+    /// path: a request costs the store one round trip, its take. While the
+    /// store is down nothing is kept (the local limiters settle alone).
+    pub fn settle_later(&self, limit: &Limit, how: Adjust) {
+        if !self.is_up() || limit.amount == 0 {
+            return;
+        }
+        let units = i128::from(limit.amount);
+        let signed = match how {
+            Adjust::GiveBack => -units,
+            Adjust::Charge => units,
+        };
+        let mut unsettled = self.unsettled.lock().unwrap_or_else(PoisonError::into_inner);
+        let entry = unsettled.entry(limit.name.clone()).or_insert((limit.per_minute, 0));
+        *entry = (limit.per_minute, entry.1.saturating_add(signed));
+    }
+
+    /// Sends every settlement kept since the last sync, in one round trip.
+    async fn settle(&self) {
+        let unsettled = std::mem::take(&mut *self.unsettled.lock().unwrap_or_else(PoisonError::into_inner));
+        let changes: Vec<(Limit, Adjust)> = unsettled
+            .into_iter()
+            .filter(|(_, (_, net))| *net != 0)
+            .map(|(name, (per_minute, net))| {
+                let amount = u64::try_from(net.unsigned_abs()).unwrap_or(u64::MAX);
+                let how = if net < 0 { Adjust::GiveBack } else { Adjust::Charge };
+                (Limit { name, per_minute, amount }, how)
+            })
+            .collect();
+        if !changes.is_empty() {
+            self.call(|state| state.adjust(&changes)).await;
         }
     }
 
@@ -250,8 +288,8 @@ mod tests {
         fn take<'a>(&'a self, limits: &'a [Limit]) -> StateFuture<'a, Taken> {
             self.answer_after(self.inner.take(limits))
         }
-        fn adjust<'a>(&'a self, limit: &'a Limit, how: Adjust) -> StateFuture<'a, ()> {
-            self.answer_after(self.inner.adjust(limit, how))
+        fn adjust<'a>(&'a self, changes: &'a [(Limit, Adjust)]) -> StateFuture<'a, ()> {
+            self.answer_after(self.inner.adjust(changes))
         }
         fn sync_breakers<'a>(&'a self, reports: &'a [BreakerReport]) -> StateFuture<'a, Vec<BreakerView>> {
             self.answer_after(self.inner.sync_breakers(reports))

@@ -117,14 +117,23 @@ impl SharedState for RedisState {
         })
     }
 
-    fn adjust<'a>(&'a self, limit: &'a Limit, how: Adjust) -> StateFuture<'a, ()> {
+    fn adjust<'a>(&'a self, changes: &'a [(Limit, Adjust)]) -> StateFuture<'a, ()> {
         Box::pin(async move {
-            let how = match how {
-                Adjust::GiveBack => "back",
-                Adjust::Charge => "charge",
-            };
-            let args = [limit.per_minute.max(1).to_string(), limit.amount.to_string(), how.to_owned()];
-            let _: i64 = self.run(&self.scripts.adjust, &[self.key(&limit.name)], &args).await?;
+            if changes.is_empty() {
+                return Ok(());
+            }
+            let keys: Vec<String> = changes.iter().map(|(limit, _)| self.key(&limit.name)).collect();
+            let args: Vec<String> = changes
+                .iter()
+                .flat_map(|(limit, how)| {
+                    let how = match how {
+                        Adjust::GiveBack => "back",
+                        Adjust::Charge => "charge",
+                    };
+                    [limit.per_minute.max(1).to_string(), limit.amount.to_string(), how.to_owned()]
+                })
+                .collect();
+            let _: i64 = self.run(&self.scripts.adjust, &keys, &args).await?;
             Ok(())
         })
     }
