@@ -148,7 +148,11 @@ fn a_keys_token_reservations_are_shared_and_settled_across_two_replicas() {
             statuses
         };
         let first = join_all([ask_for(&a, 1400), ask_for(&a, 1400), ask_for(&b, 1400), ask_for(&b, 1400)]).await;
-        assert_eq!(statuses(first), [200, 200, 429, 429], "two reservations of 1,401 fit the key's 3,000, cluster-wide");
+        assert_eq!(
+            statuses(first),
+            [200, 200, 429, 429],
+            "two reservations of 1,401 fit the key's 3,000, cluster-wide"
+        );
         // The answers used 18 tokens each: once settled, there is room for two more.
         tokio::time::sleep(baton::state::BREAKER_SYNC_EVERY * 3).await;
         let second = join_all([ask_for(&b, 1400), ask_for(&a, 1400)]).await;
@@ -217,6 +221,28 @@ fn a_breaker_opened_on_one_replica_skips_the_provider_on_the_other_within_a_seco
             states == [BreakerState::Open, BreakerState::Open]
         });
         assert!(both_open.await, "the failed probe opened the breaker on both replicas");
+    });
+}
+
+#[test]
+fn a_cooldown_one_replica_was_asked_for_skips_the_provider_on_the_other() {
+    run(HARD_LIMIT, async {
+        let redis = RedisServer::start();
+        let limited = MockProvider::openai().fault(Fault::Http429).retry_after_secs(30).spawned().await;
+        let good = MockProvider::openai().spawned().await;
+        let chat = ChatConfig::new().deadlines(5000, 5000).mock("limited", &limited).mock("good", &good);
+        let (a, b) = two_replicas(&format!("{}\n{}", redis.state_toml("cooldown"), chat.toml())).await;
+        assert_eq!(answered_by(&a).await, "good", "A fails over from the provider that answered 429");
+        assert_eq!(limited.requests().len(), 1);
+        let b_health = b.engine.health().provider("limited");
+        let heard = eventually(Duration::from_secs(1), || async { b_health.rate_limited_until().is_some() }).await;
+        assert!(heard, "B heard of the Retry-After within a second");
+        for _ in 0..3 {
+            assert_eq!(answered_by(&b).await, "good");
+        }
+        assert_eq!(limited.requests().len(), 1, "B never asked the provider that asked A to wait");
+        let left = status_of(&b).await["providers"][0]["cooldown_ms"].as_u64().unwrap();
+        assert!((25_000..=30_000).contains(&left), "B's cooldown is what the provider asked A for: {left} ms");
     });
 }
 

@@ -1,4 +1,6 @@
-//! Breakers shared by the cluster without a round trip per request: each
+//! Breakers and `Retry-After` cooldowns shared by the cluster without a
+//! round trip per request (a cooldown one replica was asked for reaches
+//! the others as an opening does): each
 //! replica's breakers stay local and decide every admission alone, and one
 //! background task per replica, every [`BREAKER_SYNC_EVERY`], tells the
 //! store what they decided (an opening, a probe's success, a wish to
@@ -17,7 +19,7 @@ use std::time::Duration;
 
 use tokio::time::{Instant, MissedTickBehavior};
 
-use super::{BreakerAction, BreakerReport, Probe, Store};
+use super::{BreakerAction, Probe, ProviderReport, Store};
 use crate::resilience::breaker::Transition;
 use crate::resilience::{BreakerState, Health, ProviderHealth};
 
@@ -71,11 +73,11 @@ fn rejoin(provider: &ProviderHealth) {
     }
 }
 
-/// One round trip: every breaker's news out, the cluster's view back.
+/// One round trip: every provider's news out, the cluster's view back.
 async fn sync(store: &Store, providers: &[(String, Arc<ProviderHealth>)]) {
     let now = Instant::now();
     let news: Vec<Option<Transition>> = providers.iter().map(|(_, provider)| provider.breaker.take_news()).collect();
-    let reports: Vec<BreakerReport> = providers
+    let reports: Vec<ProviderReport> = providers
         .iter()
         .zip(&news)
         .map(|((name, provider), news)| {
@@ -86,18 +88,25 @@ async fn sync(store: &Store, providers: &[(String, Arc<ProviderHealth>)]) {
                 None if breaker.wants_probe() => BreakerAction::ClaimProbe(breaker.cooldown()),
                 None => BreakerAction::Read,
             };
-            BreakerReport { provider: name.clone(), action }
+            let cooldown = provider.take_cooldown_news().map(|until| until.saturating_duration_since(now));
+            ProviderReport { provider: name.clone(), action, cooldown }
         })
         .collect();
-    let Some(views) = store.call(|state| state.sync_breakers(&reports)).await else {
-        for ((_, provider), news) in providers.iter().zip(news) {
+    let Some(views) = store.call(|state| state.sync_providers(&reports)).await else {
+        for (((_, provider), news), report) in providers.iter().zip(news).zip(&reports) {
             if let Some(news) = news {
                 provider.breaker.keep_news(news);
+            }
+            if let Some(left) = report.cooldown {
+                provider.rate_limit_until(now + left);
             }
         }
         return;
     };
     for ((_, provider), view) in providers.iter().zip(views) {
+        if let Some(left) = view.cooling_for {
+            provider.rate_limit_remotely(Instant::now() + left);
+        }
         let breaker = &provider.breaker;
         if let Some(left) = view.open_for {
             breaker.open_remotely(left);

@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{
-    Adjust, BreakerAction, BreakerReport, BreakerView, Limit, Probe, SharedState, StateFuture, Taken, Unavailable,
+    Adjust, BreakerAction, Limit, Probe, ProviderReport, ProviderView, SharedState, StateFuture, Taken, Unavailable,
 };
 use crate::admission::gcra::Gcra;
 
@@ -21,6 +21,8 @@ struct Inner {
     open_until: HashMap<String, Instant>,
     /// Who holds each provider's probe (a replica's id, or `CLOSED`), until when.
     probes: HashMap<String, (u64, Instant)>,
+    /// When each provider's `Retry-After` cooldown ends.
+    cooling_until: HashMap<String, Instant>,
 }
 
 /// The holder recorded when a probe succeeded.
@@ -64,10 +66,16 @@ impl Inner {
         &mut entry.1
     }
 
-    fn breaker(&mut self, id: u64, report: &BreakerReport, now: Instant) -> BreakerView {
+    fn breaker(&mut self, id: u64, report: &ProviderReport, now: Instant) -> ProviderView {
         let provider = &report.provider;
         self.open_until.retain(|_, until| *until > now);
         self.probes.retain(|_, (_, until)| *until > now);
+        self.cooling_until.retain(|_, until| *until > now);
+        if let Some(left) = report.cooldown {
+            let until = now + left;
+            let current = self.cooling_until.entry(provider.clone()).or_insert(until);
+            *current = (*current).max(until);
+        }
         match report.action {
             BreakerAction::Opened(left) => {
                 let until = now + left;
@@ -91,7 +99,8 @@ impl Inner {
             Some((holder, _)) if *holder == id => Probe::Mine,
             Some(_) => Probe::Taken,
         };
-        BreakerView { open_for, probe }
+        let cooling_for = self.cooling_until.get(provider).map(|until| until.saturating_duration_since(now));
+        ProviderView { open_for, probe, cooling_for }
     }
 }
 
@@ -130,7 +139,7 @@ impl SharedState for MemoryState {
         })
     }
 
-    fn sync_breakers<'a>(&'a self, reports: &'a [BreakerReport]) -> StateFuture<'a, Vec<BreakerView>> {
+    fn sync_providers<'a>(&'a self, reports: &'a [ProviderReport]) -> StateFuture<'a, Vec<ProviderView>> {
         Box::pin(async move {
             let now = Instant::now();
             let mut inner = self.lock();

@@ -1,5 +1,5 @@
-//! The state several replicas share — key rate limits and breaker
-//! openings — behind one small trait, [`SharedState`], with two stores:
+//! The state several replicas share — key rate limits, breaker openings
+//! and `Retry-After` cooldowns — behind one small trait, [`SharedState`], with two stores:
 //! [`MemoryState`], in this process, and [`RedisState`], in one Redis that
 //! every replica reaches. Every check-and-update is one atomic call.
 //!
@@ -72,13 +72,15 @@ pub enum Adjust {
     Charge,
 }
 
-/// What one replica tells the store about one provider's breaker, each sync.
+/// What one replica tells the store about one provider, each sync.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BreakerReport {
+pub struct ProviderReport {
     /// The provider's name.
     pub provider: String,
     /// What this replica's breaker did since the last sync.
     pub action: BreakerAction,
+    /// A `Retry-After` cooldown it was asked for since, with what is left of it.
+    pub cooldown: Option<Duration>,
 }
 
 /// A breaker's news for the cluster.
@@ -96,13 +98,15 @@ pub enum BreakerAction {
     ClaimProbe(Duration),
 }
 
-/// The cluster's view of one provider's breaker.
+/// The cluster's view of one provider.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BreakerView {
-    /// Open somewhere, for this much longer.
+pub struct ProviderView {
+    /// Its breaker is open somewhere, for this much longer.
     pub open_for: Option<Duration>,
     /// Who holds the half-open probe.
     pub probe: Probe,
+    /// It asked some replica, with `Retry-After`, to wait this much longer.
+    pub cooling_for: Option<Duration>,
 }
 
 /// The cluster's half-open probe of one provider.
@@ -127,9 +131,9 @@ pub trait SharedState: Send + Sync {
     /// Gives units back to limits, or charges them past them.
     fn adjust<'a>(&'a self, changes: &'a [(Limit, Adjust)]) -> StateFuture<'a, ()>;
 
-    /// Reports each provider's breaker news and reads the cluster's view
-    /// of each, in one round trip for all of them.
-    fn sync_breakers<'a>(&'a self, reports: &'a [BreakerReport]) -> StateFuture<'a, Vec<BreakerView>>;
+    /// Reports each provider's breaker and cooldown news and reads the
+    /// cluster's view of each, in one round trip for all of them.
+    fn sync_providers<'a>(&'a self, reports: &'a [ProviderReport]) -> StateFuture<'a, Vec<ProviderView>>;
 
     /// Whether the store answers.
     fn ping(&self) -> StateFuture<'_, ()>;
@@ -291,8 +295,8 @@ mod tests {
         fn adjust<'a>(&'a self, changes: &'a [(Limit, Adjust)]) -> StateFuture<'a, ()> {
             self.answer_after(self.inner.adjust(changes))
         }
-        fn sync_breakers<'a>(&'a self, reports: &'a [BreakerReport]) -> StateFuture<'a, Vec<BreakerView>> {
-            self.answer_after(self.inner.sync_breakers(reports))
+        fn sync_providers<'a>(&'a self, reports: &'a [ProviderReport]) -> StateFuture<'a, Vec<ProviderView>> {
+            self.answer_after(self.inner.sync_providers(reports))
         }
         fn ping(&self) -> StateFuture<'_, ()> {
             self.answer_after(self.inner.ping())

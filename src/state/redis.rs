@@ -16,7 +16,7 @@ use redis::{AsyncConnectionConfig, Client, Script};
 
 use super::memory::millis;
 use super::{
-    Adjust, BreakerAction, BreakerReport, BreakerView, Limit, Probe, SharedState, StateFuture, Taken, Unavailable,
+    Adjust, BreakerAction, Limit, Probe, ProviderReport, ProviderView, SharedState, StateFuture, Taken, Unavailable,
 };
 use crate::config::Secret;
 
@@ -138,33 +138,37 @@ impl SharedState for RedisState {
         })
     }
 
-    fn sync_breakers<'a>(&'a self, reports: &'a [BreakerReport]) -> StateFuture<'a, Vec<BreakerView>> {
+    fn sync_providers<'a>(&'a self, reports: &'a [ProviderReport]) -> StateFuture<'a, Vec<ProviderView>> {
         Box::pin(async move {
             if reports.is_empty() {
                 return Ok(Vec::new());
             }
-            let mut keys = Vec::with_capacity(reports.len() * 2);
+            let mut keys = Vec::with_capacity(reports.len() * 3);
             let mut args = vec![self.id.clone()];
             for report in reports {
                 keys.push(self.key(&format!("breaker:{}", report.provider)));
                 keys.push(self.key(&format!("probe:{}", report.provider)));
+                keys.push(self.key(&format!("cooldown:{}", report.provider)));
                 let (action, ms) = match report.action {
                     BreakerAction::Read => ("read", 0),
                     BreakerAction::Opened(left) => ("open", millis(left)),
                     BreakerAction::Closed(keep) => ("closed", millis(keep)),
                     BreakerAction::ClaimProbe(hold) => ("claim", millis(hold)),
                 };
-                args.extend([action.to_owned(), ms.to_string()]);
+                let cooldown = report.cooldown.map_or(0, millis);
+                args.extend([action.to_owned(), ms.to_string(), cooldown.to_string()]);
             }
             let answer: Vec<u64> = self.run(&self.scripts.breakers, &keys, &args).await?;
-            let views = answer.chunks_exact(2).map(|pair| BreakerView {
-                open_for: (pair[0] > 0).then(|| Duration::from_millis(pair[0])),
-                probe: match pair[1] {
+            let left = |ms: u64| (ms > 0).then(|| Duration::from_millis(ms));
+            let views = answer.chunks_exact(3).map(|view| ProviderView {
+                open_for: left(view[0]),
+                probe: match view[1] {
                     1 => Probe::Mine,
                     2 => Probe::Taken,
                     3 => Probe::Closed,
                     _ => Probe::Free,
                 },
+                cooling_for: left(view[2]),
             });
             Ok(views.collect())
         })
