@@ -61,7 +61,7 @@ fn main() {
         report("added by redis (paired)", &added);
         println!();
         println!(
-            "Redis round trips (script calls): {commands} over {:.1} s, of which ~{syncs:.0} breaker syncs (one per {} ms): {:.2} per request",
+            "Redis round trips (script calls): {commands} over {:.1} s, with ~{syncs:.0} sync periods (one per {} ms): {:.2} per request",
             elapsed.as_secs_f64(),
             baton::state::BREAKER_SYNC_EVERY.as_millis(),
             (commands as f64 - syncs) / requests as f64

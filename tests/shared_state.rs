@@ -17,7 +17,7 @@ use baton::mock::{Fault, MockHandle, MockProvider};
 use baton::resilience::BreakerState;
 use futures_util::future::join_all;
 use serde_json::{Value, json};
-use support::{ChatConfig, Proxy, Spawned, eventually, metrics, run};
+use support::{Baton, ChatConfig, Proxy, Server, Spawned, config_file, eventually, metrics, run};
 
 const HARD_LIMIT: Duration = Duration::from_secs(60);
 const SECRET: &str = "sk-web-0123456789abcdef";
@@ -80,12 +80,12 @@ impl Drop for RedisServer {
     }
 }
 
-async fn status_of(proxy: &Proxy) -> Value {
+async fn status_of(proxy: &impl Server) -> Value {
     reqwest::get(proxy.url("/admin/status")).await.unwrap().json().await.unwrap()
 }
 
 /// Whether `proxy` says the shared store answers, as its status and metric see it.
-async fn shares(proxy: &Proxy) -> bool {
+async fn shares(proxy: &impl Server) -> bool {
     let status = status_of(proxy).await;
     assert_eq!(status["state"]["backend"], "redis", "{}", status["state"]);
     status["state"]["reachable"] == true && metrics(proxy).await.contains("baton_state_backend_up 1")
@@ -100,19 +100,19 @@ async fn two_replicas(config: &str) -> (Proxy, Proxy) {
 }
 
 /// Asks route "chat" for an answer as key "web".
-async fn ask(proxy: &Proxy) -> reqwest::Response {
+async fn ask(proxy: &impl Server) -> reqwest::Response {
     ask_for(proxy, 50).await
 }
 
 /// Asks as key "web" for an answer of at most `max_tokens`, which it reserves.
-async fn ask_for(proxy: &Proxy, max_tokens: u32) -> reqwest::Response {
+async fn ask_for(proxy: &impl Server, max_tokens: u32) -> reqwest::Response {
     let body = json!({ "model": "chat", "max_tokens": max_tokens, "messages": [{ "role": "user", "content": "hi" }] });
     let request = reqwest::Client::new().post(proxy.url("/v1/chat/completions")).json(&body).bearer_auth(SECRET);
     request.send().await.expect("the proxy answers")
 }
 
 fn keyed(chat: &ChatConfig, limits: &str, state: &str) -> String {
-    format!("{state}\n{}\n[[keys]]\nname = \"web\"\nkey = \"{SECRET}\"\n{limits}\n", chat.toml())
+    format!("{}\n[[keys]]\nname = \"web\"\nkey = \"{SECRET}\"\n{limits}\n\n{state}", chat.toml())
 }
 
 #[test]
@@ -279,6 +279,58 @@ fn with_redis_gone_both_replicas_answer_from_local_state_and_rejoin_when_it_retu
         for proxy in [&a, &b] {
             assert!(eventually(Duration::from_secs(10), || shares(proxy)).await, "the replica rejoins Redis");
             assert_eq!(ask(proxy).await.status(), 200);
+        }
+    });
+}
+
+/// Asks as the key with `secret`.
+async fn ask_as(proxy: &impl Server, secret: &str) -> u16 {
+    let body = json!({ "model": "chat", "max_tokens": 50, "messages": [{ "role": "user", "content": "hi" }] });
+    let request = reqwest::Client::new().post(proxy.url("/v1/chat/completions")).json(&body).bearer_auth(secret);
+    request.send().await.expect("the proxy answers").status().as_u16()
+}
+
+fn logged(baton: &Baton, message: &str) -> usize {
+    baton.log_lines().iter().filter(|line| line.contains(message)).count()
+}
+
+#[test]
+fn two_baton_processes_share_a_keys_rpm_and_log_the_fallback_once() {
+    run(HARD_LIMIT, async {
+        let mut redis = RedisServer::start();
+        let provider = MockProvider::openai().spawned().await;
+        let chat = ChatConfig::new().top("listen = \"127.0.0.1:0\"").deadlines(5000, 5000).mock("p", &provider);
+        const BULK: &str = "sk-bulk-0123456789abcdef";
+        let keys = format!("\n[[keys]]\nname = \"bulk\"\nkey = \"{BULK}\"\n");
+        let text = format!("{}{keys}\n{}", keyed(&chat, "rpm = 4", ""), redis.state_toml("processes"));
+        let path = config_file("shared-state-processes", &text);
+        let (a, b) = (Baton::serve(&path).start().await, Baton::serve(&path).start().await);
+        let joined = eventually(Duration::from_secs(10), || async { shares(&a).await && shares(&b).await });
+        assert!(joined.await, "both processes reach the test's redis-server");
+        let asks = (0..10).map(|i| ask_as(if i % 2 == 0 { &a } else { &b }, SECRET));
+        let statuses = join_all(asks).await;
+        let answered = statuses.iter().filter(|status| **status == 200).count();
+        assert_eq!(answered, 4, "the key's rpm of 4 held across two processes: {statuses:?}");
+
+        redis.kill();
+        for i in 0..20 {
+            assert_eq!(ask_as(if i % 2 == 0 { &a } else { &b }, BULK).await, 200, "request {i} without Redis");
+        }
+        for baton in [&a, &b] {
+            let down = eventually(Duration::from_secs(5), || async {
+                metrics(baton).await.contains("baton_state_backend_up 0")
+            });
+            assert!(down.await, "each process shows the fallback");
+        }
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        for baton in [&a, &b] {
+            assert_eq!(logged(baton, "shared state unavailable"), 1, "logged once, not per request or ping");
+        }
+
+        redis.restart();
+        for baton in [&a, &b] {
+            assert!(eventually(Duration::from_secs(10), || shares(baton)).await, "each process rejoins");
+            assert_eq!(logged(baton, "shared state reachable"), 2, "at start, and once back");
         }
     });
 }
