@@ -160,6 +160,31 @@ fn a_keys_token_reservations_are_shared_and_settled_across_two_replicas() {
     });
 }
 
+#[test]
+fn a_budget_is_summed_across_two_replicas() {
+    run(HARD_LIMIT, async {
+        let redis = RedisServer::start();
+        let provider = MockProvider::openai().spawned().await;
+        // $0.10 an input token and $0.20 an output token: the mock's 10 + 8 tokens cost $2.60.
+        let price = "price = { input_per_mtok = 100000.0, output_per_mtok = 200000.0 }";
+        let chat = ChatConfig::new().deadlines(5000, 5000).mock("p", &provider).target_keys(price);
+        let budget = "[[budgets]]\nscope = \"global\"\nwindow = \"1h\"\nusd = 5.0\naction = \"block\"\n";
+        let text = format!("{}\n{budget}\n{}", chat.toml(), redis.state_toml("budget"));
+        let (a, b) = two_replicas(&text).await;
+        assert_eq!(ask_anonymous(&a).await.status(), 200, "$2.60 of $5 spent");
+        assert_eq!(ask_anonymous(&b).await.status(), 200, "$5.20: each replica alone has spent $2.60");
+        // Spend goes out with a replica's next sync, and comes back to the other with its own.
+        tokio::time::sleep(baton::state::BREAKER_SYNC_EVERY * 4).await;
+        for proxy in [&a, &b] {
+            let response = ask_anonymous(proxy).await;
+            assert_eq!(response.status(), 429, "with the replicas' spend summed, the budget blocks on both");
+            let body: Value = response.json().await.unwrap();
+            assert_eq!(body["error"]["code"], "budget_exceeded", "{body}");
+        }
+        assert_eq!(provider.requests().len(), 2, "no request past the budget reached the provider");
+    });
+}
+
 /// A route trying `flaky` (failing with 503, breaker after 2 failures,
 /// cooling down `cooldown_ms`) and then `good`.
 fn breaker_config(flaky: &MockHandle, good: &MockHandle, cooldown_ms: u64, state: &str) -> String {

@@ -217,7 +217,7 @@ impl RequestGate {
         Ok(Admitted {
             route: served,
             downgraded_from,
-            ticket: GateTicket { state: Arc::clone(&self.state), reserved, shared: None },
+            ticket: GateTicket { state: Arc::clone(&self.state), reserved, shared: None, store: self.store.clone() },
         })
     }
 
@@ -225,7 +225,12 @@ impl RequestGate {
     /// route to move to) or warns, once per window.
     fn check<'b>(&self, state: &mut State, budget: &'b Budget, now: Instant) -> Result<Option<&'b str>, Refusal> {
         let Some(spend) = state.spend(&budget.scope) else { return Ok(None) };
-        let spent = spend.over(budget.window, now);
+        let mut spent = spend.over(budget.window, now);
+        if let Some(cluster) = self.store.as_ref().and_then(|store| store.cluster_spend(&budget.scope.to_string())) {
+            // What every replica spent; this one's own windows are part of it,
+            // and stay the floor (the cluster's is up to one sync old).
+            spent = spent.max(cluster[budget.window.index()]);
+        }
         if spent < budget.usd {
             return Ok(None);
         }
@@ -374,6 +379,8 @@ pub struct GateTicket {
     pub(super) reserved: u64,
     /// The key's token reservation in the shared store, when it was made there.
     pub(super) shared: Option<super::shared::SharedTokens>,
+    /// Where the spend is shared with other replicas, if it is.
+    store: Option<Arc<Store>>,
 }
 
 impl Settle for GateTicket {
@@ -402,6 +409,13 @@ impl Settle for GateTicket {
             }
         }
         let Some(cost) = ended.cost_usd else { return };
+        if let Some(store) = &self.store {
+            store.spend_later(&BudgetScope::Global.to_string(), cost);
+            if let Some(key) = ended.key {
+                store.spend_later(&BudgetScope::Key(key.to_owned()).to_string(), cost);
+            }
+            store.spend_later(&BudgetScope::Route(ended.route.to_owned()).to_string(), cost);
+        }
         state.global.add(cost, now);
         if let Some(key) = ended.key.and_then(|key| state.keys.get_mut(key)) {
             key.spend.add(cost, now);

@@ -9,8 +9,9 @@
 //! (500 ms), and the half-open probe is one per cluster: a replica probes
 //! only with the store's leave.
 //!
-//! The same task sends the token settlements kept since the last sync (one
-//! round trip for all keys), and watches the store: while it is down the breakers decide
+//! The same task sends the token settlements and the spend kept since the
+//! last sync (one round trip for all keys, one for all budget scopes,
+//! which brings back what the cluster spent), and watches the store: while it is down the breakers decide
 //! alone (probes included), and when it answers again their openings are
 //! told again and they are shared once more.
 
@@ -60,6 +61,7 @@ pub fn spawn_sync(store: Arc<Store>, health: Weak<Health>) {
                 shared = true;
             }
             store.settle().await;
+            store.sync_spend().await;
             sync(&store, &providers).await;
         }
     });

@@ -12,6 +12,8 @@ use super::{
     Adjust, BreakerAction, Limit, Probe, ProviderReport, ProviderView, SharedState, StateFuture, Taken, Unavailable,
 };
 use crate::admission::gcra::Gcra;
+use crate::admission::spend::Spend;
+use crate::config::BudgetWindow;
 
 /// State shared by every handle, as a Redis holds it.
 #[derive(Default)]
@@ -23,6 +25,8 @@ struct Inner {
     probes: HashMap<String, (u64, Instant)>,
     /// When each provider's `Retry-After` cooldown ends.
     cooling_until: HashMap<String, Instant>,
+    /// Each budget scope's spend.
+    spend: HashMap<String, Spend>,
 }
 
 /// The holder recorded when a probe succeeded.
@@ -144,6 +148,21 @@ impl SharedState for MemoryState {
             let now = Instant::now();
             let mut inner = self.lock();
             Ok(reports.iter().map(|report| inner.breaker(self.id, report, now)).collect())
+        })
+    }
+
+    fn spend<'a>(&'a self, scopes: &'a [(String, f64)]) -> StateFuture<'a, Vec<[f64; 3]>> {
+        Box::pin(async move {
+            let now = Instant::now();
+            let mut inner = self.lock();
+            let totals = scopes.iter().map(|(scope, usd)| {
+                let spend = inner.spend.entry(scope.clone()).or_default();
+                if *usd > 0.0 {
+                    spend.add(*usd, now);
+                }
+                BudgetWindow::ALL.map(|window| spend.over(window, now))
+            });
+            Ok(totals.collect())
         })
     }
 

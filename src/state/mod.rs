@@ -1,5 +1,5 @@
-//! The state several replicas share — key rate limits, breaker openings
-//! and `Retry-After` cooldowns — behind one small trait, [`SharedState`], with two stores:
+//! The state several replicas share — key rate limits, budget spend,
+//! breaker openings and `Retry-After` cooldowns — behind one small trait, [`SharedState`], with two stores:
 //! [`MemoryState`], in this process, and [`RedisState`], in one Redis that
 //! every replica reaches. Every check-and-update is one atomic call.
 //!
@@ -135,6 +135,11 @@ pub trait SharedState: Send + Sync {
     /// cluster's view of each, in one round trip for all of them.
     fn sync_providers<'a>(&'a self, reports: &'a [ProviderReport]) -> StateFuture<'a, Vec<ProviderView>>;
 
+    /// Adds `usd` to each scope (`global`, `key:web`, `route:chat`) and reads
+    /// what each has spent, cluster-wide, over the last minute, hour and
+    /// day ([`BudgetWindow::ALL`](crate::config::BudgetWindow::ALL)'s order).
+    fn spend<'a>(&'a self, scopes: &'a [(String, f64)]) -> StateFuture<'a, Vec<[f64; 3]>>;
+
     /// Whether the store answers.
     fn ping(&self) -> StateFuture<'_, ()>;
 }
@@ -149,6 +154,17 @@ pub struct Store {
     /// Settlements not yet sent, net per limit: units given back (negative)
     /// or charged (positive). Keyed by the config's key names only.
     unsettled: Mutex<HashMap<String, (u64, i128)>>,
+    /// Spend per budget scope: what is not yet sent, and what the cluster
+    /// had spent at the last sync.
+    spend: Mutex<ScopeSpend>,
+}
+
+/// The spend of every scope a budget watches, as the store last told it.
+#[derive(Default)]
+struct ScopeSpend {
+    unsent: HashMap<String, f64>,
+    /// Every scope a budget checked, with its spend once a sync read it.
+    cluster: HashMap<String, Option<[f64; 3]>>,
 }
 
 impl Store {
@@ -175,7 +191,15 @@ impl Store {
         metrics: Arc<Metrics>,
     ) -> Arc<Store> {
         metrics.state_backend_up(false);
-        Arc::new(Store { backend, name, timeout, up: AtomicBool::new(false), metrics, unsettled: Mutex::default() })
+        Arc::new(Store {
+            backend,
+            name,
+            timeout,
+            up: AtomicBool::new(false),
+            metrics,
+            unsettled: Mutex::default(),
+            spend: Mutex::default(),
+        })
     }
 
     /// The backend's name, for the status.
@@ -241,6 +265,58 @@ impl Store {
         }
     }
 
+    /// Adds `usd` spent on `scope`, to be sent with the next sync.
+    pub fn spend_later(&self, scope: &str, usd: f64) {
+        if !self.is_up() {
+            return;
+        }
+        let mut spend = self.spend.lock().unwrap_or_else(PoisonError::into_inner);
+        *spend.unsent.entry(scope.to_owned()).or_default() += usd;
+    }
+
+    /// What the cluster has spent on `scope` over each window, as of the
+    /// last sync plus this replica's spend since; none while the store is
+    /// down, or before a budget on the scope was first checked (it is read
+    /// from the next sync on).
+    pub fn cluster_spend(&self, scope: &str) -> Option<[f64; 3]> {
+        if !self.is_up() {
+            return None;
+        }
+        let mut spend = self.spend.lock().unwrap_or_else(PoisonError::into_inner);
+        let unsent = spend.unsent.get(scope).copied().unwrap_or(0.0);
+        match spend.cluster.get(scope) {
+            Some(windows) => windows.map(|windows| windows.map(|usd| usd + unsent)),
+            None => {
+                spend.cluster.insert(scope.to_owned(), None);
+                None
+            }
+        }
+    }
+
+    /// Sends the spend kept since the last sync and reads every watched
+    /// scope's, in one round trip; spend that could not be sent is dropped
+    /// (each replica's own windows still count it).
+    async fn sync_spend(&self) {
+        let scopes: Vec<(String, f64)> = {
+            let mut spend = self.spend.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut unsent = std::mem::take(&mut spend.unsent);
+            let watched: Vec<String> = spend.cluster.keys().cloned().collect();
+            watched.iter().for_each(|scope| {
+                unsent.entry(scope.clone()).or_insert(0.0);
+            });
+            unsent.into_iter().collect()
+        };
+        if scopes.is_empty() {
+            return;
+        }
+        if let Some(totals) = self.call(|state| state.spend(&scopes)).await {
+            let mut spend = self.spend.lock().unwrap_or_else(PoisonError::into_inner);
+            for ((scope, _), windows) in scopes.into_iter().zip(totals) {
+                spend.cluster.insert(scope, Some(windows));
+            }
+        }
+    }
+
     /// Marks the store down, logging only the change.
     fn down(&self, why: &str) {
         if self.up.swap(false, Ordering::Relaxed) {
@@ -297,6 +373,9 @@ mod tests {
         }
         fn sync_providers<'a>(&'a self, reports: &'a [ProviderReport]) -> StateFuture<'a, Vec<ProviderView>> {
             self.answer_after(self.inner.sync_providers(reports))
+        }
+        fn spend<'a>(&'a self, scopes: &'a [(String, f64)]) -> StateFuture<'a, Vec<[f64; 3]>> {
+            self.answer_after(self.inner.spend(scopes))
         }
         fn ping(&self) -> StateFuture<'_, ()> {
             self.answer_after(self.inner.ping())

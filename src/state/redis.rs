@@ -25,6 +25,7 @@ struct Scripts {
     take: Script,
     adjust: Script,
     breakers: Script,
+    spend: Script,
 }
 
 /// One replica's connection to the Redis every replica shares.
@@ -51,6 +52,7 @@ impl RedisState {
                 take: Script::new(include_str!("take.lua")),
                 adjust: Script::new(include_str!("adjust.lua")),
                 breakers: Script::new(include_str!("breakers.lua")),
+                spend: Script::new(include_str!("spend.lua")),
             },
         }
     }
@@ -171,6 +173,16 @@ impl SharedState for RedisState {
                 cooling_for: left(view[2]),
             });
             Ok(views.collect())
+        })
+    }
+
+    fn spend<'a>(&'a self, scopes: &'a [(String, f64)]) -> StateFuture<'a, Vec<[f64; 3]>> {
+        Box::pin(async move {
+            let keys: Vec<String> = scopes.iter().map(|(scope, _)| self.key(&format!("spend:{scope}"))).collect();
+            let args: Vec<String> = scopes.iter().map(|(_, usd)| format!("{usd:.12}")).collect();
+            let answer: Vec<String> = self.run(&self.scripts.spend, &keys, &args).await?;
+            let usd = |text: &String| text.parse::<f64>().unwrap_or(0.0);
+            Ok(answer.chunks_exact(3).map(|windows| [usd(&windows[0]), usd(&windows[1]), usd(&windows[2])]).collect())
         })
     }
 
