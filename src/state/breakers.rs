@@ -56,10 +56,9 @@ pub fn spawn_sync(store: Arc<Store>, health: Weak<Health>) {
             if !store.is_up() {
                 continue;
             }
-            if !shared {
-                providers.iter().for_each(|(_, provider)| provider.breaker.share(true));
-                shared = true;
-            }
+            // Every tick, so a provider a reload added is shared too.
+            providers.iter().for_each(|(_, provider)| provider.breaker.share(true));
+            shared = true;
             store.settle().await;
             store.sync_spend().await;
             sync(&store, &providers).await;
