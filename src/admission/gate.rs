@@ -45,7 +45,7 @@ struct KeyState {
 pub struct RequestGate {
     state: Arc<Mutex<State>>,
     metrics: Arc<Metrics>,
-    /// Where the keys' limits are shared with other replicas, if they are.
+    /// Where keys' limits and budget spend are shared with other replicas, if they are.
     pub(super) store: Option<Arc<Store>>,
 }
 
@@ -164,7 +164,7 @@ impl RequestGate {
         RequestGate { state: Arc::default(), metrics, store: None }
     }
 
-    /// The same gate, sharing keys' limits with other replicas through `store`.
+    /// The same gate, sharing keys' limits and budget spend with other replicas through `store`.
     pub fn with_store(mut self, store: Option<Arc<Store>>) -> Self {
         self.store = store;
         self
