@@ -13,6 +13,7 @@ pub mod observe;
 pub mod providers;
 pub mod request;
 pub mod resilience;
+pub mod state;
 
 pub use http::{AppState, app};
 

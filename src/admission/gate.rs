@@ -18,6 +18,7 @@ use crate::access::ClientKey;
 use crate::config::{Budget, BudgetAction, BudgetScope, BudgetWindow, Config, Route, add_usd};
 use crate::event::ChatRequest;
 use crate::observe::{Ended, Metrics, Settle};
+use crate::state::Store;
 
 /// Every key's limiters and every scope's spend. Its maps are keyed by
 /// names from the config only (keys, routes, providers), so they stay as
@@ -44,6 +45,8 @@ struct KeyState {
 pub struct RequestGate {
     state: Arc<Mutex<State>>,
     metrics: Arc<Metrics>,
+    /// Where keys' limits and budget spend are shared with other replicas, if they are.
+    pub(super) store: Option<Arc<Store>>,
 }
 
 /// A request let through.
@@ -158,7 +161,13 @@ pub struct SpendView {
 impl RequestGate {
     /// A gate with no history, counting budget events in `metrics`.
     pub fn new(metrics: Arc<Metrics>) -> Self {
-        RequestGate { state: Arc::default(), metrics }
+        RequestGate { state: Arc::default(), metrics, store: None }
+    }
+
+    /// The same gate, sharing keys' limits and budget spend with other replicas through `store`.
+    pub fn with_store(mut self, store: Option<Arc<Store>>) -> Self {
+        self.store = store;
+        self
     }
 
     /// Admits `request` from `key` on `route` under `config`'s budgets, or
@@ -205,14 +214,23 @@ impl RequestGate {
         if let Some(key) = key {
             state.take(key, reserved, now)?;
         }
-        Ok(Admitted { route: served, downgraded_from, ticket: GateTicket { state: Arc::clone(&self.state), reserved } })
+        Ok(Admitted {
+            route: served,
+            downgraded_from,
+            ticket: GateTicket { state: Arc::clone(&self.state), reserved, shared: None, store: self.store.clone() },
+        })
     }
 
     /// Checks one budget: a spent one blocks (an error), downgrades (the
     /// route to move to) or warns, once per window.
     fn check<'b>(&self, state: &mut State, budget: &'b Budget, now: Instant) -> Result<Option<&'b str>, Refusal> {
         let Some(spend) = state.spend(&budget.scope) else { return Ok(None) };
-        let spent = spend.over(budget.window, now);
+        let mut spent = spend.over(budget.window, now);
+        if let Some(cluster) = self.store.as_ref().and_then(|store| store.cluster_spend(&budget.scope.to_string())) {
+            // What every replica spent; this one's own windows are part of it,
+            // and stay the floor (the cluster's is up to one sync old).
+            spent = spent.max(cluster[budget.window.index()]);
+        }
         if spent < budget.usd {
             return Ok(None);
         }
@@ -233,6 +251,20 @@ impl RequestGate {
                 }
                 Ok(None)
             }
+        }
+    }
+
+    /// Gives back the request and the `reserved` tokens `key`'s local
+    /// limiters took for a request the shared limits then refused.
+    pub(super) fn release(&self, key: &ClientKey, reserved: u64) {
+        let now = Instant::now();
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(known) = state.keys.get_mut(&key.name) else { return };
+        if let Some(requests) = &mut known.requests {
+            requests.give_back(1, now);
+        }
+        if let Some(tokens) = &mut known.tokens {
+            tokens.give_back(reserved, now);
         }
     }
 
@@ -344,7 +376,11 @@ impl State {
 /// spend its answer will be charged.
 pub struct GateTicket {
     state: Arc<Mutex<State>>,
-    reserved: u64,
+    pub(super) reserved: u64,
+    /// The key's token reservation in the shared store, when it was made there.
+    pub(super) shared: Option<super::shared::SharedTokens>,
+    /// Where the spend is shared with other replicas, if it is.
+    store: Option<Arc<Store>>,
 }
 
 impl Settle for GateTicket {
@@ -353,6 +389,9 @@ impl Settle for GateTicket {
     /// generating) and one that never did gives it back. The cost is
     /// charged to the global, key, route and provider spend.
     fn settle(self: Box<Self>, ended: &Ended<'_>) {
+        if let Some(shared) = &self.shared {
+            shared.settle(self.reserved, ended);
+        }
         let now = Instant::now();
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let key = ended.key.and_then(|key| state.keys.get_mut(key));
@@ -370,6 +409,13 @@ impl Settle for GateTicket {
             }
         }
         let Some(cost) = ended.cost_usd else { return };
+        if let Some(store) = &self.store {
+            store.spend_later(&BudgetScope::Global.to_string(), cost);
+            if let Some(key) = ended.key {
+                store.spend_later(&BudgetScope::Key(key.to_owned()).to_string(), cost);
+            }
+            store.spend_later(&BudgetScope::Route(ended.route.to_owned()).to_string(), cost);
+        }
         state.global.add(cost, now);
         if let Some(key) = ended.key.and_then(|key| state.keys.get_mut(key)) {
             key.spend.add(cost, now);

@@ -14,6 +14,7 @@ mod cooldown;
 mod gate;
 pub mod gcra;
 mod quota;
+mod shared;
 pub mod spend;
 
 use std::time::Duration;

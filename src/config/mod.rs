@@ -7,6 +7,7 @@ mod money;
 mod raw;
 mod routing;
 mod secret;
+mod state;
 mod top;
 mod validate;
 mod warnings;
@@ -20,6 +21,7 @@ use thiserror::Error;
 
 pub use money::{Budget, BudgetAction, BudgetScope, BudgetWindow, Budgets, Price, RequestCap, add_usd};
 pub use secret::Secret;
+pub use state::{DEFAULT_KEY_PREFIX, DEFAULT_REDIS_URL, DEFAULT_STATE_TIMEOUT, StateBackend, StateConfig};
 
 pub use crate::resilience::BreakerSettings;
 
@@ -83,6 +85,8 @@ pub struct Config {
     pub routes: Vec<Arc<Route>>,
     /// Spend budgets and per-request cost caps.
     pub budgets: Budgets,
+    /// Where the state replicas share lives (`[state]`).
+    pub state: StateConfig,
 }
 
 /// Who may call, and from where.

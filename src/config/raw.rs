@@ -21,6 +21,7 @@ pub(super) struct RawConfig {
     pub allowed_hosts: Option<Spanned<Vec<String>>>,
     pub cors_origins: Option<Spanned<Vec<String>>>,
     pub max_usd_per_request: Option<Spanned<f64>>,
+    pub state: Option<Spanned<RawState>>,
     #[serde(default)]
     pub keys: Vec<Spanned<RawKey>>,
     #[serde(default)]
@@ -29,6 +30,15 @@ pub(super) struct RawConfig {
     pub providers: Vec<Spanned<RawProvider>>,
     #[serde(default)]
     pub routes: Vec<Spanned<RawRoute>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawState {
+    pub backend: Option<Spanned<String>>,
+    pub redis_url: Option<Spanned<String>>,
+    pub key_prefix: Option<Spanned<String>>,
+    pub timeout_ms: Option<Spanned<u64>>,
 }
 
 #[derive(Deserialize)]

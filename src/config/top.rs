@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Access, Budgets, Config, Provider, Route, Secret, UpstreamLimits};
+use super::{Access, Budgets, Config, Provider, Route, Secret, StateConfig, UpstreamLimits};
 
 /// The top-level settings, waiting for the providers and routes.
 pub(super) struct Top {
@@ -16,6 +16,7 @@ pub(super) struct Top {
     pub(super) body_read_timeout: Duration,
     pub(super) client_stall_timeout: Duration,
     pub(super) limits: UpstreamLimits,
+    pub(super) state: StateConfig,
 }
 
 impl Top {
@@ -38,6 +39,7 @@ impl Top {
             providers,
             routes,
             budgets,
+            state: self.state,
         }
     }
 }

@@ -179,7 +179,9 @@ impl Checker<'_> {
             )?,
             max_cooldown: self.millis(raw.max_cooldown_ms.as_ref(), "max_cooldown_ms", defaults.max_cooldown)?,
         };
+        let state = self.state(raw.state.as_ref())?;
         Ok(Top {
+            state,
             listen,
             max_body_bytes,
             admin_token,

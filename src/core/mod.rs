@@ -132,6 +132,12 @@ impl Engine {
         &self.health
     }
 
+    /// The same state, held: for a task that lives beside the engine (the
+    /// shared-state sync), which ends once the engine is gone.
+    pub fn health_handle(&self) -> &Arc<Health> {
+        &self.health
+    }
+
     /// The proxy's Prometheus metrics.
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.metrics

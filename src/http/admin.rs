@@ -97,7 +97,12 @@ pub(super) async fn status(State(state): State<AppState>, headers: HeaderMap) ->
     let keys = keys_status(&config, state.gate());
     let budgets = budgets_status(&config, state.gate());
     let global = spend_json(state.gate().spend(&BudgetScope::Global));
+    let shared = json!({
+        "backend": config.state.backend_name(),
+        "reachable": state.store().is_none_or(|store| store.is_up()),
+    });
     Ok(Json(json!({
+        "state": shared,
         "providers": providers,
         "routes": routes,
         "keys": keys,

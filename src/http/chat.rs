@@ -87,7 +87,7 @@ async fn serve<D: Dialect>(state: &AppState, id: Arc<str>, request: Request) -> 
         return Err(ApiError::denied(Denied::Route { key: key.name.clone(), route: route.model.clone() }));
     }
     let engine = state.engine();
-    let admitted = state.gate().admit(&config, key, route, &ingress.request);
+    let admitted = state.gate().admit_shared(&config, key, route, &ingress.request).await;
     let served = admitted.as_ref().map_or(route, |admitted| &admitted.route);
     let mut watch = RequestWatch::new(Arc::clone(engine.metrics()), Arc::clone(state.routes()), id, &served.model);
     if let Some(key) = key {

@@ -14,6 +14,7 @@ use crate::config::{self, Config, ConfigError};
 use crate::core::Engine;
 use crate::observe::RouteStats;
 use crate::providers::client::ClientError;
+use crate::state::Store;
 
 /// The proxy's shared state.
 #[derive(Clone)]
@@ -23,6 +24,7 @@ pub struct AppState {
     engine: Engine,
     routes: Arc<RouteStats>,
     gate: Arc<RequestGate>,
+    store: Option<Arc<Store>>,
     drain: watch::Sender<Option<Instant>>,
 }
 
@@ -30,9 +32,14 @@ impl AppState {
     /// State for `config`, with a fresh engine.
     pub fn new(config: Config) -> Result<Self, ClientError> {
         let engine = Engine::new(&config)?;
-        let gate = Arc::new(RequestGate::new(Arc::clone(engine.metrics())));
+        let store = Store::from_config(&config.state, engine.metrics());
+        if let Some(store) = &store {
+            crate::state::spawn_sync(Arc::clone(store), Arc::downgrade(engine.health_handle()));
+        }
+        let gate = Arc::new(RequestGate::new(Arc::clone(engine.metrics())).with_store(store.clone()));
         Ok(AppState {
             gate,
+            store,
             config: Arc::new(ArcSwap::from_pointee(config)),
             config_path: None,
             engine,
@@ -70,6 +77,11 @@ impl AppState {
         &self.gate
     }
 
+    /// The store shared with other replicas; none with the memory backend.
+    pub fn store(&self) -> Option<&Arc<Store>> {
+        self.store.as_ref()
+    }
+
     /// Per-route request counts.
     pub fn routes(&self) -> &Arc<RouteStats> {
         &self.routes
@@ -95,6 +107,10 @@ impl AppState {
         if (next.max_connections, next.client_stall_timeout) != (current.max_connections, current.client_stall_timeout)
         {
             tracing::warn!("new max_connections or client_stall_timeout_ms take effect only on restart");
+        }
+        if next.state != current.state {
+            tracing::warn!("a new [state] takes effect only on restart");
+            next.state = current.state.clone();
         }
         self.engine.health().reconcile(next.providers.iter().map(|p| (p.name.as_str(), p.breaker)));
         let next = Arc::new(next);

@@ -43,6 +43,10 @@ pub const BUDGET_EXCEEDED: &str = "baton_budget_exceeded";
 /// `connection_cap`, `panic`.
 pub const CLIENT_FAULTS: &str = "baton_client_faults";
 
+/// Whether the shared state store answers: 1 yes (always, with the memory
+/// backend), 0 while each replica falls back to its local state.
+pub const STATE_BACKEND_UP: &str = "baton_state_backend_up";
+
 /// Histogram buckets from 10 ms to 60 s, in seconds.
 const BUCKETS: [f64; 13] = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0];
 
@@ -122,6 +126,7 @@ pub struct Metrics {
     client_faults: Family<KindLabel, Counter>,
     cost: Family<CostLabels, Counter<f64, AtomicU64>>,
     budget_exceeded: Family<BudgetLabels, Counter>,
+    state_backend_up: Gauge,
     /// When a client fault was last logged, per kind, so a flood logs a line a second.
     fault_logged: Mutex<HashMap<&'static str, Instant>>,
 }
@@ -147,6 +152,8 @@ impl Metrics {
         let client_faults = Family::default();
         let cost = Family::default();
         let budget_exceeded = Family::default();
+        let state_backend_up = Gauge::default();
+        state_backend_up.set(1);
         registry.register(REQUESTS, "Requests by route and outcome", requests.clone());
         registry.register(ATTEMPTS, "Upstream attempts by provider and outcome", attempts.clone());
         registry.register(FAILOVERS, "Moves to the next provider, by reason", failovers.clone());
@@ -158,6 +165,7 @@ impl Metrics {
         registry.register(CLIENT_FAULTS, "Clients that misbehaved, by kind", client_faults.clone());
         registry.register(COST_USD, "USD spent, by route, provider and client key", cost.clone());
         registry.register(BUDGET_EXCEEDED, "Requests that met a spent budget", budget_exceeded.clone());
+        registry.register(STATE_BACKEND_UP, "Whether the shared state store answers", state_backend_up.clone());
         Metrics {
             registry,
             requests,
@@ -171,6 +179,7 @@ impl Metrics {
             client_faults,
             cost,
             budget_exceeded,
+            state_backend_up,
             fault_logged: Mutex::new(HashMap::new()),
         }
     }
@@ -216,6 +225,11 @@ impl Metrics {
     /// A request met the spent budget of `scope` over `window`, which acted so.
     pub fn budget_exceeded(&self, scope: String, window: &'static str, action: &'static str) {
         self.budget_exceeded.get_or_create(&BudgetLabels { scope, window, action }).inc();
+    }
+
+    /// The shared state store answers, or no longer does.
+    pub fn state_backend_up(&self, up: bool) {
+        self.state_backend_up.set(i64::from(up));
     }
 
     /// A client misbehaved (`kind` as in [`CLIENT_FAULTS`]): counted always,

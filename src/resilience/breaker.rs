@@ -51,6 +51,32 @@ struct State {
     phase: Phase,
     consecutive_failures: u32,
     recent: VecDeque<bool>,
+    cluster: Cluster,
+}
+
+/// What a breaker shared with other replicas keeps of the cluster.
+#[derive(Debug, Default)]
+struct Cluster {
+    /// The breaker's openings and probes are shared now: a probe needs the
+    /// cluster's leave. False with the memory backend, and while the shared
+    /// store is unreachable (then every replica decides alone).
+    shared: bool,
+    /// This replica holds the cluster's one probe.
+    probe_granted: bool,
+    /// What this breaker decided that the cluster has not heard yet.
+    news: Option<Transition>,
+}
+
+/// A decision of this replica's breaker, to be told to the others.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transition {
+    /// It opened, until then.
+    Opened {
+        /// When its cooldown ends.
+        until: Instant,
+    },
+    /// Its probe (or a forced attempt) succeeded: it closed.
+    Closed,
 }
 
 /// One provider's breaker, shared by every route that uses the provider.
@@ -76,7 +102,13 @@ pub struct Permit {
 impl Breaker {
     /// A closed breaker for `provider`.
     pub fn new(provider: &str, settings: BreakerSettings) -> Arc<Self> {
-        let state = State { settings, phase: Phase::Closed, consecutive_failures: 0, recent: VecDeque::new() };
+        let state = State {
+            settings,
+            phase: Phase::Closed,
+            consecutive_failures: 0,
+            recent: VecDeque::new(),
+            cluster: Cluster::default(),
+        };
         Arc::new(Breaker { provider: provider.to_owned(), state: Mutex::new(state) })
     }
 
@@ -106,6 +138,12 @@ impl Breaker {
             Phase::Closed => false,
             Phase::Open { until } if Instant::now() < until => return None,
             Phase::HalfOpen { probing: true } => return None,
+            // Another replica may be probing: only the cluster's leave lets one through.
+            Phase::Open { .. } | Phase::HalfOpen { probing: false }
+                if state.cluster.shared && !state.cluster.probe_granted =>
+            {
+                return None;
+            }
             Phase::Open { .. } | Phase::HalfOpen { probing: false } => {
                 if matches!(state.phase, Phase::Open { .. }) {
                     tracing::info!(provider = %self.provider, "breaker_half_open");
@@ -146,6 +184,8 @@ impl Breaker {
         if probe || matches!(state.phase, Phase::HalfOpen { .. }) {
             state.recent.clear();
             state.phase = Phase::Closed;
+            state.cluster.probe_granted = false;
+            state.cluster.news = Some(Transition::Closed);
             tracing::info!(provider = %self.provider, "breaker_closed");
         }
     }
@@ -163,7 +203,10 @@ impl Breaker {
             Phase::Open { .. } => false,
         };
         if should_open {
-            state.phase = Phase::Open { until: Instant::now() + settings.cooldown };
+            let until = Instant::now() + settings.cooldown;
+            state.phase = Phase::Open { until };
+            state.cluster.probe_granted = false;
+            state.cluster.news = Some(Transition::Opened { until });
             tracing::warn!(
                 provider = %self.provider,
                 cooldown_ms = u64::try_from(settings.cooldown.as_millis()).unwrap_or(u64::MAX),
@@ -177,6 +220,84 @@ impl Breaker {
         state.recent.push_back(failed);
         while state.recent.len() > state.settings.window {
             state.recent.pop_front();
+        }
+    }
+}
+
+/// What the shared-state sync sees and does: this replica's news goes to
+/// the cluster, and the cluster's openings, probe and closings come back.
+impl Breaker {
+    /// Shares the breaker with the cluster, or (with the store unreachable)
+    /// lets it decide alone again, probes included.
+    pub fn share(&self, shared: bool) {
+        let mut state = self.lock();
+        state.cluster.shared = shared;
+        if !shared {
+            state.cluster.probe_granted = false;
+        }
+    }
+
+    /// What this breaker decided since the cluster last heard.
+    pub fn take_news(&self) -> Option<Transition> {
+        self.lock().cluster.news.take()
+    }
+
+    /// Keeps `news` that could not be told, unless there is newer.
+    pub fn keep_news(&self, news: Transition) {
+        let mut state = self.lock();
+        state.cluster.news.get_or_insert(news);
+    }
+
+    /// Its cooldown: how long a probe may hold the cluster's leave.
+    pub fn cooldown(&self) -> Duration {
+        self.lock().settings.cooldown
+    }
+
+    /// Whether its cooldown is over and it waits for the cluster's leave to probe.
+    pub fn wants_probe(&self) -> bool {
+        let state = self.lock();
+        let due = match state.phase {
+            Phase::Open { until } => Instant::now() >= until,
+            Phase::HalfOpen { probing } => !probing,
+            Phase::Closed => false,
+        };
+        due && state.cluster.shared && !state.cluster.probe_granted
+    }
+
+    /// The cluster's probe is this replica's: the next request may take it.
+    pub fn grant_probe(&self) {
+        let mut state = self.lock();
+        if !matches!(state.phase, Phase::Closed) {
+            state.cluster.probe_granted = true;
+        }
+    }
+
+    /// Another replica opened the provider's breaker, for `left` more: it
+    /// is open here too (unless this replica's own probe is out).
+    pub fn open_remotely(&self, left: Duration) {
+        let mut state = self.lock();
+        let until = Instant::now() + left;
+        match state.phase {
+            Phase::HalfOpen { probing: true } => return,
+            Phase::Open { until: current } if current >= until => return,
+            Phase::Open { .. } => {}
+            Phase::Closed | Phase::HalfOpen { probing: false } => {
+                tracing::warn!(provider = %self.provider, cooldown_ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX), "breaker_open (by another replica)");
+            }
+        }
+        state.phase = Phase::Open { until };
+        state.cluster.probe_granted = false;
+    }
+
+    /// Another replica's probe succeeded: a breaker waiting for it closes.
+    pub fn close_remotely(&self) {
+        let mut state = self.lock();
+        if matches!(state.phase, Phase::Open { .. } | Phase::HalfOpen { probing: false }) {
+            state.phase = Phase::Closed;
+            state.recent.clear();
+            state.consecutive_failures = 0;
+            state.cluster.probe_granted = false;
+            tracing::info!(provider = %self.provider, "breaker_closed (by another replica's probe)");
         }
     }
 }

@@ -23,6 +23,8 @@ pub struct ProviderHealth {
     /// Skips the provider while it keeps failing.
     pub breaker: Arc<Breaker>,
     rate_limited_until: Mutex<Option<Instant>>,
+    /// A cooldown this replica was asked for that the cluster has not heard of yet.
+    cooldown_news: Mutex<Option<Instant>>,
     ttft: Mutex<VecDeque<Duration>>,
     attempts: Mutex<MinuteWindow<Tally>>,
     last_failure: Mutex<Option<(&'static str, SystemTime)>>,
@@ -34,6 +36,7 @@ impl ProviderHealth {
         ProviderHealth {
             breaker: Breaker::new(name, settings),
             rate_limited_until: Mutex::new(None),
+            cooldown_news: Mutex::new(None),
             ttft: Mutex::new(VecDeque::with_capacity(TTFT_WINDOW)),
             attempts: Mutex::new(MinuteWindow::new()),
             last_failure: Mutex::new(None),
@@ -43,9 +46,28 @@ impl ProviderHealth {
 
     /// Skips the provider until `until`, as a 429's `Retry-After` asked.
     pub fn rate_limit_until(&self, until: Instant) {
+        self.cool_down(until);
+        if let Ok(mut news) = self.cooldown_news.lock() {
+            *news = Some(news.map_or(until, |n| n.max(until)));
+        }
+    }
+
+    /// Skips the provider until `until`, as another replica was asked.
+    pub fn rate_limit_remotely(&self, until: Instant) {
+        self.cool_down(until);
+    }
+
+    fn cool_down(&self, until: Instant) {
         if let Ok(mut current) = self.rate_limited_until.lock() {
             *current = Some(current.map_or(until, |c| c.max(until)));
         }
+    }
+
+    /// The cooldown asked of this replica since the cluster last heard, if
+    /// it has not ended.
+    pub fn take_cooldown_news(&self) -> Option<Instant> {
+        let news = self.cooldown_news.lock().ok()?.take()?;
+        (news > Instant::now()).then_some(news)
     }
 
     /// Forgets a `Retry-After` cooldown: an operator's reload says the
