@@ -7,6 +7,7 @@ mod money;
 mod raw;
 mod routing;
 mod secret;
+mod telemetry;
 mod top;
 mod validate;
 mod warnings;
@@ -20,6 +21,7 @@ use thiserror::Error;
 
 pub use money::{Budget, BudgetAction, BudgetScope, BudgetWindow, Budgets, Price, RequestCap, add_usd};
 pub use secret::Secret;
+pub use telemetry::{DEFAULT_SERVICE_NAME, Telemetry};
 
 pub use crate::resilience::BreakerSettings;
 
@@ -83,6 +85,8 @@ pub struct Config {
     pub routes: Vec<Arc<Route>>,
     /// Spend budgets and per-request cost caps.
     pub budgets: Budgets,
+    /// Where traces are exported; `None` when they are off.
+    pub telemetry: Option<Telemetry>,
 }
 
 /// Who may call, and from where.

@@ -21,6 +21,7 @@ pub(super) struct RawConfig {
     pub allowed_hosts: Option<Spanned<Vec<String>>>,
     pub cors_origins: Option<Spanned<Vec<String>>>,
     pub max_usd_per_request: Option<Spanned<f64>>,
+    pub telemetry: Option<Spanned<super::telemetry::RawTelemetry>>,
     #[serde(default)]
     pub keys: Vec<Spanned<RawKey>>,
     #[serde(default)]

@@ -38,6 +38,7 @@ impl Top {
             providers,
             routes,
             budgets,
+            telemetry: None,
         }
     }
 }
