@@ -311,6 +311,9 @@ fn check(path: &std::path::Path) -> Result<(), AnyError> {
         println!("warning: {warning}");
     }
     println!("{}: ok, listening on {}", path.display(), config.listen);
+    if let Some(telemetry) = &config.telemetry {
+        println!("traces: to {} as service {:?}", telemetry.traces_endpoint, telemetry.service_name);
+    }
     for route in &config.routes {
         let aliases: String = route.aliases.iter().map(|alias| format!(", also {alias:?}")).collect();
         let idle = route.idle_timeout.as_millis();

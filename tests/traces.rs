@@ -272,3 +272,20 @@ fn the_binary_exports_to_otel_exporter_otlp_endpoint_and_flushes_on_sigterm() {
         assert!(spans.iter().all(|(service, _)| service == "baton"), "the default service name");
     });
 }
+
+#[test]
+fn check_says_where_traces_go_when_the_environment_turns_them_on() {
+    let text = ChatConfig::new().provider("p", baton::providers::ProviderKind::OpenAi, "http://127.0.0.1:9/v1").toml();
+    let path = config_file("traces-check", &text);
+    let check = |env: &[(&str, &str)]| {
+        let mut command = Baton::once(&["check", "--config"]);
+        command.arg(&path).env_remove("OTEL_EXPORTER_OTLP_ENDPOINT").env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
+        let out = command.envs(env.iter().copied()).output().expect("check runs");
+        assert!(out.status.success(), "check succeeds: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let on = check(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318"), ("OTEL_SERVICE_NAME", "gw")]);
+    assert!(on.contains("traces: to http://collector:4318/v1/traces as service \"gw\""), "{on}");
+    let off = check(&[]);
+    assert!(!off.contains("traces:"), "no endpoint, no traces: {off}");
+}
