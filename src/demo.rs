@@ -66,7 +66,8 @@ targets = [
         flaky = flaky.base_url(),
         steady = steady.base_url(),
     );
-    let config = config::parse(&text, "demo", &|_| None)?;
+    // Only the standard OTEL_* variables reach the demo's config: they turn traces on.
+    let config = config::parse(&text, "demo", &|name| name.starts_with("OTEL_").then(|| std::env::var(name).ok())?)?;
     println!("baton demo: a flaky simulated Anthropic (fails about half its requests) and a steady simulated OpenAI,");
     println!(
         "behind baton on http://{listen}. Route \"chat\" tries the flaky one first, with an 800 ms first-token deadline."

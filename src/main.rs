@@ -69,6 +69,9 @@ enum Command {
     },
 }
 
+/// How long stopping waits for the last spans to reach the collector.
+const TRACES_FLUSH_LIMIT: Duration = Duration::from_secs(5);
+
 /// The starter config `baton init` writes.
 const STARTER: &str = include_str!("starter.toml");
 
@@ -215,7 +218,7 @@ pub(crate) async fn serve_on(
     let workers = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
     tracing::info!(listen = %listener.local_addr()?, routes = config.routes.len(), workers, "baton is serving");
     let grace = config.shutdown_grace;
-    let mut state = AppState::new(config)?;
+    let mut state = AppState::new(config)?.with_traces()?;
     if let Some(path) = path {
         state = state.with_config_path(path);
         tokio::spawn(reload_on_hangup(state.clone()));
@@ -225,7 +228,10 @@ pub(crate) async fn serve_on(
     let listener = listener.into_std()?;
     let mut serving = tokio::task::spawn_blocking(move || baton::serve_threads(listener, state, workers, stopped));
     tokio::select! {
-        served = &mut serving => return Ok(served??),
+        served = &mut serving => {
+            flush_traces(&draining).await;
+            return Ok(served??);
+        }
         () = stop_requested() => {}
     }
     tracing::info!(
@@ -235,8 +241,16 @@ pub(crate) async fn serve_on(
     draining.drain(grace);
     let _ = stop.send(true);
     serving.await??;
+    flush_traces(&draining).await;
     tracing::info!("baton stopped");
     Ok(())
+}
+
+/// Exports the spans still waiting before the process ends.
+async fn flush_traces(state: &AppState) {
+    if !state.flush_traces(TRACES_FLUSH_LIMIT).await {
+        tracing::warn!("traces could not all be exported before stopping");
+    }
 }
 
 /// Resolves at the first SIGTERM or SIGINT.
@@ -297,6 +311,9 @@ fn check(path: &std::path::Path) -> Result<(), AnyError> {
         println!("warning: {warning}");
     }
     println!("{}: ok, listening on {}", path.display(), config.listen);
+    if let Some(telemetry) = &config.telemetry {
+        println!("traces: to {} as service {:?}", telemetry.traces_endpoint, telemetry.service_name);
+    }
     for route in &config.routes {
         let aliases: String = route.aliases.iter().map(|alias| format!(", also {alias:?}")).collect();
         let idle = route.idle_timeout.as_millis();

@@ -188,8 +188,8 @@ fn sighup_reloads_a_good_config_and_keeps_the_old_one_over_a_bad_one() {
 async fn worker_threads_share_one_listener_and_stop_together() {
     within(HARD_LIMIT, async {
         let mock = MockProvider::openai().marker("tok").tokens(20).spawned().await;
-        let config =
-            baton::config::parse(&single_route(&mock, ""), "test.toml", &|_| Some("key".to_owned())).expect("config");
+        let key = |name: &str| (name == "TEST_PROVIDER_KEY").then(|| "key".to_owned());
+        let config = baton::config::parse(&single_route(&mock, ""), "test.toml", &key).expect("config");
         let state = baton::AppState::new(config).expect("state");
         let listener = baton::http::server::bind("127.0.0.1:0".parse().unwrap()).expect("bind");
         let addr = listener.local_addr().unwrap();

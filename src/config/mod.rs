@@ -8,6 +8,7 @@ mod raw;
 mod routing;
 mod secret;
 mod state;
+mod telemetry;
 mod top;
 mod validate;
 mod warnings;
@@ -22,6 +23,7 @@ use thiserror::Error;
 pub use money::{Budget, BudgetAction, BudgetScope, BudgetWindow, Budgets, Price, RequestCap, add_usd};
 pub use secret::Secret;
 pub use state::{DEFAULT_KEY_PREFIX, DEFAULT_REDIS_URL, DEFAULT_STATE_TIMEOUT, StateBackend, StateConfig};
+pub use telemetry::{DEFAULT_SERVICE_NAME, Telemetry};
 
 pub use crate::resilience::BreakerSettings;
 
@@ -87,6 +89,8 @@ pub struct Config {
     pub budgets: Budgets,
     /// Where the state replicas share lives (`[state]`).
     pub state: StateConfig,
+    /// Where traces are exported; `None` when they are off.
+    pub telemetry: Option<Telemetry>,
 }
 
 /// Who may call, and from where.

@@ -22,6 +22,7 @@ pub(super) struct RawConfig {
     pub cors_origins: Option<Spanned<Vec<String>>>,
     pub max_usd_per_request: Option<Spanned<f64>>,
     pub state: Option<Spanned<RawState>>,
+    pub telemetry: Option<Spanned<super::telemetry::RawTelemetry>>,
     #[serde(default)]
     pub keys: Vec<Spanned<RawKey>>,
     #[serde(default)]

@@ -40,6 +40,7 @@ impl Top {
             routes,
             budgets,
             state: self.state,
+            telemetry: None,
         }
     }
 }

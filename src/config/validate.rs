@@ -84,6 +84,7 @@ impl Checker<'_> {
                 Err(err) => errors.push(err),
             }
         }
+        let telemetry = self.telemetry(raw.telemetry.as_ref()).map_err(|err| errors.push(err)).ok().flatten();
         let mut key_budgets = Vec::new();
         let access = self.access(&raw, &routes, &mut key_budgets, &mut errors);
         let key_names: Vec<&str> = access.keys.keys().iter().map(|key| key.name.as_str()).collect();
@@ -103,7 +104,7 @@ impl Checker<'_> {
             });
         }
         match (top, errors.len()) {
-            (Some(top), 0) => Ok(top.into_config(access, providers, routes, budgets)),
+            (Some(top), 0) => Ok(Config { telemetry, ..top.into_config(access, providers, routes, budgets) }),
             (_, 1) => Err(errors.remove(0)),
             _ => Err(ConfigError::Many(errors)),
         }

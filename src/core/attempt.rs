@@ -15,6 +15,7 @@ use super::{AttemptRecord, Engine, Failure, Plan};
 use crate::admission::{Candidate, Settlement, Skip, Tickets};
 use crate::config::{Route, Target};
 use crate::event::{ChatRequest, Event};
+use crate::observe::traces::{AttemptOutcome, AttemptTrace};
 use crate::providers::{EventStream, Opener, ProviderError, Upstream};
 use crate::request::Field;
 use crate::resilience::{ProviderHealth, backoff};
@@ -118,7 +119,7 @@ impl Engine {
         let unsupported = target.provider.kind.adapter().unsupported(&req);
         if !unsupported.is_empty() && !route.surface.drop_unsupported {
             let failure = Failure::Unsupported(unsupported);
-            self.observe_attempt(plan.id, target, &health, 0, Instant::now(), Err(&failure));
+            self.observe_attempt(plan, target, &health, 0, Instant::now(), Err(&failure));
             run.failures.push(AttemptRecord {
                 provider: target.provider.name.clone(),
                 model: target.model.clone(),
@@ -136,7 +137,7 @@ impl Engine {
             let one = Try { target, health: &health, drill, last_resort: forced };
             let mut failure = match self.try_once(&one, &req, route, started).await {
                 Ok((mut opened, ttft)) => {
-                    self.observe_attempt(plan.id, target, &health, retry, started, Ok(ttft));
+                    self.observe_attempt(plan, target, &health, retry, started, Ok(ttft));
                     opened.dropped = unsupported;
                     run.opened = Some(opened);
                     return run;
@@ -146,7 +147,7 @@ impl Engine {
                     failure
                 }
             };
-            self.observe_attempt(plan.id, target, &health, retry, started, Err(&failure));
+            self.observe_attempt(plan, target, &health, retry, started, Err(&failure));
             let prefill_rejected = prefilled && matches!(failure, Failure::Provider(ProviderError::BadRequest { .. }));
             let wait = self.retry_wait(route, target, &health, &mut failure, retry);
             run.failures.push(AttemptRecord {
@@ -211,17 +212,19 @@ impl Engine {
         }
     }
 
-    /// Logs one attempt and counts it in the metrics and the provider's
-    /// health (skips and drills say nothing about the provider's health).
+    /// Logs one attempt, counts it in the metrics and the provider's
+    /// health (skips and drills say nothing about the provider's health),
+    /// and gives it a span when the request is traced.
     fn observe_attempt(
         &self,
-        request_id: &str,
+        plan: &Plan<'_>,
         target: &Target,
         health: &ProviderHealth,
         retry: u32,
         started: Instant,
         result: Result<Duration, &Failure>,
     ) {
+        let request_id = plan.id;
         let provider = target.provider.name.as_str();
         let model = target.model.as_str();
         let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
@@ -255,6 +258,20 @@ impl Engine {
                 );
                 tracing::debug!(request_id, provider, error = %failure, "attempt failure in the provider's words");
             }
+        }
+        if plan.trace.is_on() {
+            plan.trace.attempt(AttemptTrace {
+                provider,
+                kind: target.provider.kind.name(),
+                model,
+                retry,
+                elapsed: started.elapsed(),
+                breaker: health.breaker.state(),
+                outcome: match result {
+                    Ok(ttft) => AttemptOutcome::Committed { ttft },
+                    Err(failure) => AttemptOutcome::Failed { class: failure.kind(), summary: failure.summary() },
+                },
+            });
         }
     }
 

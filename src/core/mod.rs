@@ -30,6 +30,7 @@ use crate::config::{Config, DEFAULT_REQUEST_BOUND, Hedge, MidstreamPolicy, Route
 pub use crate::event::Winner;
 use crate::event::{ChatRequest, Event};
 use crate::observe::Metrics;
+use crate::observe::traces::TraceHandle;
 use crate::providers::client::ClientError;
 use crate::providers::driver::HttpOpener;
 use crate::providers::{Opener, ProviderError};
@@ -55,6 +56,8 @@ pub struct Engine {
 struct Plan<'a> {
     /// The request's id, for logs.
     id: &'a str,
+    /// The request's trace, for the attempts' spans.
+    trace: &'a TraceHandle,
     route: &'a Route,
     ask: Ask<'a>,
     drills: &'a Drills,
@@ -73,6 +76,9 @@ pub struct Call {
     pub request: ChatRequest,
     /// Failures an operator asked to simulate.
     pub drills: Drills,
+    /// The request's trace, each attempt's span a child of it (empty when
+    /// traces are off).
+    pub trace: TraceHandle,
 }
 
 /// A streamed answer that has committed: its first token is in hand.
@@ -97,6 +103,7 @@ impl<'a> Plan<'a> {
     fn fresh(call: &'a Call, route: &'a Route, health: &Health, deadline: Instant) -> Self {
         Plan {
             id: &call.id,
+            trace: &call.trace,
             route,
             ask: Ask::Fresh(&call.request),
             drills: &call.drills,

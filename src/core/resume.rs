@@ -154,6 +154,7 @@ impl Resuming {
         );
         let plan = Plan {
             id: &self.call.id,
+            trace: &self.call.trace,
             route: &self.route,
             ask: Ask::Resume { original: &self.call.request, partial: &self.text },
             drills: &self.call.drills,

@@ -63,6 +63,7 @@ fn request_id(headers: &HeaderMap) -> Arc<str> {
 }
 
 async fn serve<D: Dialect>(state: &AppState, id: Arc<str>, request: Request) -> Result<Response, ApiError> {
+    let trace = state.tracer().map(|tracer| tracer.begin(request.headers()));
     let config = state.config();
     let key = config.access.keys.identify(request.headers()).map_err(ApiError::denied)?;
     let content_type = request.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
@@ -93,6 +94,9 @@ async fn serve<D: Dialect>(state: &AppState, id: Arc<str>, request: Request) -> 
     if let Some(key) = key {
         watch.key(&key.name);
     }
+    if let Some(trace) = trace {
+        watch.traced(trace.request(&ingress.model, &served.model));
+    }
     let admitted = admitted.inspect_err(|refusal| watch.end(refusal.kind()))?;
     watch.settle_with(Box::new(admitted.ticket));
     if let Some(from) = &admitted.downgraded_from {
@@ -102,7 +106,7 @@ async fn serve<D: Dialect>(state: &AppState, id: Arc<str>, request: Request) -> 
         watch.stalled_when(move || stall.happened());
     }
     let route = &admitted.route;
-    let call = Call { id: Arc::clone(watch.id()), request: ingress.request, drills };
+    let call = Call { id: Arc::clone(watch.id()), request: ingress.request, drills, trace: watch.trace().clone() };
     let mut response = if ingress.stream {
         stream::<D>(state, route, call, watch, ingress.options).await?
     } else {

@@ -13,6 +13,7 @@ use crate::admission::RequestGate;
 use crate::config::{self, Config, ConfigError};
 use crate::core::Engine;
 use crate::observe::RouteStats;
+use crate::observe::traces::{TraceError, Tracer};
 use crate::providers::client::ClientError;
 use crate::state::Store;
 
@@ -26,6 +27,7 @@ pub struct AppState {
     gate: Arc<RequestGate>,
     store: Option<Arc<Store>>,
     drain: watch::Sender<Option<Instant>>,
+    tracer: Option<Arc<Tracer>>,
 }
 
 impl AppState {
@@ -45,6 +47,7 @@ impl AppState {
             engine,
             routes: Arc::new(RouteStats::default()),
             drain: watch::Sender::new(None),
+            tracer: None,
         })
     }
 
@@ -52,6 +55,30 @@ impl AppState {
     pub fn with_config_path(mut self, path: PathBuf) -> Self {
         self.config_path = Some(Arc::new(path));
         self
+    }
+
+    /// Starts exporting traces when the config turns them on (from inside
+    /// a tokio runtime); otherwise the state has no tracer and requests no spans.
+    pub fn with_traces(mut self) -> Result<Self, TraceError> {
+        if let Some(telemetry) = &self.config().telemetry {
+            self.tracer = Some(Tracer::install(telemetry)?);
+            tracing::info!(endpoint = %telemetry.traces_endpoint, service = %telemetry.service_name, "exporting traces");
+        }
+        Ok(self)
+    }
+
+    /// The tracer, when traces are on.
+    pub fn tracer(&self) -> Option<&Tracer> {
+        self.tracer.as_deref()
+    }
+
+    /// Exports the spans still waiting and stops the tracer, within
+    /// `limit`; whether that finished (true when traces are off).
+    pub async fn flush_traces(&self, limit: Duration) -> bool {
+        match &self.tracer {
+            Some(tracer) => tracer.shutdown(limit).await,
+            None => true,
+        }
     }
 
     /// The config in force now; a request keeps the one it started with.
@@ -111,6 +138,10 @@ impl AppState {
         if next.state != current.state {
             tracing::warn!("a new [state] takes effect only on restart");
             next.state = current.state.clone();
+        }
+        if next.telemetry != current.telemetry {
+            tracing::warn!("a new [telemetry] takes effect only on restart");
+            next.telemetry.clone_from(&current.telemetry);
         }
         self.engine.health().reconcile(next.providers.iter().map(|p| (p.name.as_str(), p.breaker)));
         let next = Arc::new(next);

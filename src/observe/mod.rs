@@ -1,8 +1,9 @@
-//! What operators see: Prometheus metrics, the per-request record, and the
-//! per-route counts behind the status API.
+//! What operators see: Prometheus metrics, the per-request record, the
+//! per-route counts behind the status API, and OpenTelemetry traces.
 
 mod metrics;
 mod request;
+pub mod traces;
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;

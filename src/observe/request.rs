@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::traces::{RequestEnd, TraceHandle};
 use super::{Metrics, RouteStats};
 use crate::config::Price;
 use crate::event::Usage;
@@ -63,6 +64,7 @@ pub struct RequestWatch {
     price: Option<Price>,
     downgraded_from: Option<String>,
     settle: Option<Box<dyn Settle>>,
+    trace: TraceHandle,
 }
 
 impl RequestWatch {
@@ -84,6 +86,7 @@ impl RequestWatch {
             price: None,
             downgraded_from: None,
             settle: None,
+            trace: TraceHandle::default(),
         }
     }
 
@@ -106,6 +109,16 @@ impl RequestWatch {
     /// had stopped reading: then the request ends as `client_stalled`.
     pub fn stalled_when(&mut self, stalled: impl Fn() -> bool + Send + 'static) {
         self.stalled = Some(Box::new(stalled));
+    }
+
+    /// The request's trace, whose span ends with the watch.
+    pub fn traced(&mut self, trace: TraceHandle) {
+        self.trace = trace;
+    }
+
+    /// The request's place in its trace, for the engine's attempts.
+    pub fn trace(&self) -> &TraceHandle {
+        &self.trace
     }
 
     /// The request's id, for the response header.
@@ -166,6 +179,11 @@ impl Drop for RequestWatch {
             let provider = self.winner.as_ref().map(|winner| &*winner.provider);
             let committed = self.winner.is_some();
             settle.settle(&Ended { key, route: &self.route, provider, usage: self.usage, committed, cost_usd });
+        }
+        if self.trace.is_on() {
+            let answered_by = self.winner.as_ref().map(|winner| (&*winner.provider, winner.model.as_str()));
+            let first_token = self.first_token;
+            self.trace.end(&RequestEnd { outcome, answered_by, attempts, usage: self.usage, first_token });
         }
         let failed_over = attempts > 1;
         let answered = self.winner.is_some() && outcome == "ok";
