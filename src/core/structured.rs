@@ -110,7 +110,15 @@ pub(super) fn checked_stream(
     max_bytes: usize,
     request_id: std::sync::Arc<str>,
 ) -> CommittedStream {
-    Box::pin(CheckedStream { events, expected, text: String::new(), max_bytes, given_up: false, request_id })
+    Box::pin(CheckedStream {
+        events,
+        expected,
+        text: String::new(),
+        max_bytes,
+        given_up: false,
+        ended: false,
+        request_id,
+    })
 }
 
 struct CheckedStream {
@@ -120,6 +128,9 @@ struct CheckedStream {
     max_bytes: usize,
     /// Tools were called or the answer outgrew `max_bytes`: nothing to check.
     given_up: bool,
+    /// The answer's end (or its failure) has been passed on: the inner
+    /// stream is not polled again.
+    ended: bool,
     request_id: std::sync::Arc<str>,
 }
 
@@ -128,7 +139,11 @@ impl Stream for CheckedStream {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = &mut *self;
+        if this.ended {
+            return Poll::Ready(None);
+        }
         let next = std::task::ready!(this.events.as_mut().poll_next(cx));
+        this.ended = next.is_none();
         match &next {
             Some(Ok(Event::Text(text))) if !this.given_up => {
                 if this.text.len().saturating_add(text.len()) > this.max_bytes {
@@ -185,6 +200,17 @@ mod tests {
         assert!(expected.check("{}", true).unwrap_err().contains("n"));
         assert!(Expected::Object.check("[1, 2]", true).is_err());
         assert_eq!(Expected::Object.check("{\"any\": true}", true), Ok(None));
+    }
+
+    #[tokio::test]
+    async fn a_streamed_answer_ends_once_with_its_verdict() {
+        use futures_util::StreamExt;
+        let events: CommittedStream = Box::pin(futures_util::stream::iter([Ok(Event::Text("{\"n\": \"x\"}".into()))]));
+        let mut checked = checked_stream(events, schema(), 1024, std::sync::Arc::from("t"));
+        assert!(matches!(checked.next().await, Some(Ok(Event::Text(_)))));
+        assert!(matches!(checked.next().await, Some(Err(Failure::InvalidOutput(_)))));
+        assert!(checked.next().await.is_none(), "after its verdict the stream is over");
+        assert!(checked.next().await.is_none(), "and stays over");
     }
 
     #[test]
