@@ -161,6 +161,34 @@ fn a_keys_token_reservations_are_shared_and_settled_across_two_replicas() {
 }
 
 #[test]
+fn a_providers_quota_holds_across_two_replicas_and_the_rest_fails_over() {
+    run(HARD_LIMIT, async {
+        let redis = RedisServer::start();
+        let (limited, spare) = (MockProvider::openai().spawned().await, MockProvider::openai().spawned().await);
+        let chat = ChatConfig::new()
+            .deadlines(5000, 5000)
+            .mock("limited", &limited)
+            .provider_keys("rpm = 4\ntpm = 100000")
+            .mock("spare", &spare);
+        let (a, b) = two_replicas(&format!("{}\n{}", redis.state_toml("quota"), chat.toml())).await;
+        // Ten at once, five on each: alone, each replica would send 4 to `limited`.
+        let asks = (0..10).map(|i| ask_anonymous(if i % 2 == 0 { &a } else { &b }));
+        let responses = join_all(asks).await;
+        assert!(responses.iter().all(|r| r.status() == 200), "every request is answered");
+        let by = |name: &str| responses.iter().filter(|r| r.headers()["x-baton-provider"] == name).count();
+        assert_eq!((by("limited"), by("spare")), (4, 6), "exactly the provider's rpm went to it across both replicas");
+        assert_eq!(limited.requests().len(), 4, "the provider never saw more than its quota");
+        let mut skips = 0;
+        for proxy in [&a, &b] {
+            let text = metrics(proxy).await;
+            let line = r#"baton_attempts_total{provider="limited",outcome="over_quota"} "#;
+            skips += text.lines().find_map(|l| l.strip_prefix(line)).map_or(0, |n| n.parse::<u64>().unwrap());
+        }
+        assert_eq!(skips, 6, "each of the others skipped it as over_quota");
+    });
+}
+
+#[test]
 fn a_budget_is_summed_across_two_replicas() {
     run(HARD_LIMIT, async {
         let redis = RedisServer::start();

@@ -26,6 +26,7 @@ pub use context::ContextWindowPolicy;
 pub use cooldown::CooldownPolicy;
 pub use gate::{Admitted, GateTicket, KeyUse, Refusal, RequestGate, SpendView};
 pub use quota::QuotaPolicy;
+pub use shared::take_provider_quota;
 
 use crate::config::Provider;
 use crate::event::{ChatRequest, Usage};
@@ -164,6 +165,11 @@ pub struct Tickets {
 }
 
 impl Tickets {
+    /// Adds the ticket of a check made outside the chain (the shared quota).
+    pub fn hold(&mut self, ticket: Option<Box<dyn Ticket>>) {
+        self.held.extend(ticket);
+    }
+
     /// The attempt committed.
     pub fn committed(&mut self) {
         self.held.iter_mut().for_each(|ticket| ticket.committed());

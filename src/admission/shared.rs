@@ -1,17 +1,20 @@
-//! A key's `rpm` and `tpm` held across every replica: after the local
-//! limiters admit a request, one atomic call takes the same request and
-//! tokens from the shared limits. The local limiters only ever count this
-//! replica's part of what the shared ones count, so they never refuse what
-//! the cluster would admit; they are the state a replica falls back to when
-//! the store is unreachable (each replica then holds a key to its limit on
-//! its own traffic).
+//! A key's `rpm` and `tpm`, and a provider's quota, held across every
+//! replica: after the local limiters admit a request (or an attempt), one
+//! atomic call takes the same request and tokens from the shared limits.
+//! The local limiters only ever count this replica's part of what the
+//! shared ones count, so they never refuse what the cluster would admit;
+//! they are the state a replica falls back to when the store is
+//! unreachable (each replica then holds a limit on its own traffic).
 
 use std::sync::Arc;
 
+use tokio::time::Instant;
+
 use super::gate::{Admitted, Refusal, RequestGate};
+use super::{Candidate, Settlement, Skip, SkipReason, Ticket};
 use crate::access::ClientKey;
 use crate::config::{Config, Route};
-use crate::event::ChatRequest;
+use crate::event::{ChatRequest, Usage};
 use crate::observe::Ended;
 use crate::state::{Adjust, Limit, Store, Taken};
 
@@ -76,15 +79,82 @@ impl SharedTokens {
     /// Replaces the `reserved` tokens by what the request used (see
     /// [`GateTicket`](super::GateTicket)'s settlement for the rule).
     pub(super) fn settle(&self, reserved: u64, ended: &Ended<'_>) {
-        let usage = ended.usage;
-        let (how, amount) = if usage.input_tokens.is_some() || usage.output_tokens.is_some() {
-            let used = usage.input_tokens.unwrap_or(0).saturating_add(usage.output_tokens.unwrap_or(0));
-            if used < reserved { (Adjust::GiveBack, reserved - used) } else { (Adjust::Charge, used - reserved) }
-        } else if !ended.committed {
-            (Adjust::GiveBack, reserved)
-        } else {
-            return;
+        let settled = match reported(ended.usage) {
+            Some(used) => Some(used),
+            None if !ended.committed => Some(0),
+            None => None,
         };
+        if let Some(used) = settled {
+            self.settle_to(reserved, used);
+        }
+    }
+
+    /// Gives back what `used` left of the `reserved` tokens, or charges what it went past them.
+    fn settle_to(&self, reserved: u64, used: u64) {
+        let (how, amount) =
+            if used < reserved { (Adjust::GiveBack, reserved - used) } else { (Adjust::Charge, used - reserved) };
         self.store.settle_later(&Limit { amount, ..self.tokens.clone() }, how);
+    }
+}
+
+/// The tokens a usage report says were used, if it says.
+fn reported(usage: Usage) -> Option<u64> {
+    (usage.input_tokens.is_some() || usage.output_tokens.is_some())
+        .then(|| usage.input_tokens.unwrap_or(0).saturating_add(usage.output_tokens.unwrap_or(0)))
+}
+
+/// Takes one attempt on `candidate`'s provider from the provider's `rpm`
+/// and `tpm` across every replica, after its local quota admitted it: over
+/// them, the target is skipped (`over_quota`) as the local quota would. A
+/// store that does not answer in time leaves the local quota to decide.
+pub async fn take_provider_quota(
+    store: &Arc<Store>,
+    candidate: &Candidate<'_>,
+) -> Result<Option<Box<dyn Ticket>>, Skip> {
+    let provider = candidate.provider;
+    if (provider.rpm, provider.tpm) == (None, None) {
+        return Ok(None);
+    }
+    let reserved = if provider.tpm.is_some() { candidate.request.estimated_tokens() } else { 0 };
+    let limits: Vec<Limit> = [(provider.rpm, "rpm", 1), (provider.tpm, "tpm", reserved)]
+        .into_iter()
+        .filter_map(|(limit, unit, amount)| {
+            limit.map(|per_minute| Limit { name: format!("provider:{}:{unit}", provider.name), per_minute, amount })
+        })
+        .collect();
+    match store.call(|state| state.take(&limits)).await {
+        None => Ok(None),
+        Some(Taken::Admitted) => {
+            let tokens = limits.into_iter().find(|limit| limit.name.ends_with(":tpm"));
+            let shared = tokens.map(|tokens| SharedTokens { store: Arc::clone(store), tokens });
+            Ok(shared.map(|tokens| Box::new(ProviderTokens { tokens, reserved }) as Box<dyn Ticket>))
+        }
+        Some(Taken::Refused { retry_after, .. }) => {
+            let now = Instant::now();
+            let recovers_at = now.checked_add(retry_after).unwrap_or(now);
+            Err(Skip { reason: SkipReason::OverQuota(retry_after), recovers_at })
+        }
+    }
+}
+
+/// One attempt's tokens reserved from a provider's shared `tpm`.
+struct ProviderTokens {
+    tokens: SharedTokens,
+    reserved: u64,
+}
+
+impl Ticket for ProviderTokens {
+    /// Settled as the local quota's ticket is: to the reported usage, all
+    /// given back when the attempt failed or was abandoned, kept when its
+    /// stream broke (it was generating).
+    fn settle(self: Box<Self>, how: Settlement) {
+        let used = match how {
+            Settlement::Completed(usage) => reported(usage),
+            Settlement::Broke(_) => None,
+            Settlement::Failed(_) | Settlement::Abandoned => Some(0),
+        };
+        if let Some(used) = used {
+            self.tokens.settle_to(self.reserved, used);
+        }
     }
 }

@@ -12,7 +12,7 @@ use super::commit::{CommitClock, Next, ReasoningRule};
 use super::drill::{DrillFault, Drilled};
 use super::splice;
 use super::{AttemptRecord, Engine, Failure, Plan};
-use crate::admission::{Candidate, Settlement, Skip, Tickets};
+use crate::admission::{Candidate, Settlement, Skip, Tickets, take_provider_quota};
 use crate::config::{Route, Target};
 use crate::event::{ChatRequest, Event};
 use crate::observe::traces::{AttemptOutcome, AttemptTrace};
@@ -187,6 +187,9 @@ impl Engine {
             (Failure::skipped(skip.reason), due_back)
         };
         let mut tickets = self.admission.admit(&candidate).map_err(skipped)?;
+        if let Some(store) = &self.store {
+            tickets.hold(take_provider_quota(store, &candidate).await.map_err(skipped)?);
+        }
         match self.open(target, req, route, drill, started).await {
             Ok((held, rest, ttft)) => {
                 // A drill's answer says nothing about the provider: its tickets are abandoned.

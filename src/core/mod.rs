@@ -35,6 +35,7 @@ use crate::providers::client::ClientError;
 use crate::providers::driver::HttpOpener;
 use crate::providers::{Opener, ProviderError};
 use crate::resilience::Health;
+use crate::state::Store;
 use attempt::{Ask, TargetRun};
 use race::{Failures, Queue, Race};
 
@@ -49,6 +50,8 @@ pub struct Engine {
     admission: Arc<Admission>,
     health: Arc<Health>,
     metrics: Arc<Metrics>,
+    /// The state shared with other replicas, for provider quotas.
+    store: Option<Arc<Store>>,
 }
 
 /// One pass of the attempt loop: what to ask, of which targets in which
@@ -125,7 +128,14 @@ impl Engine {
     pub fn with_opener(config: &Config, opener: Arc<dyn Opener>) -> Self {
         let health = Health::new(config.providers.iter().map(|p| (p.name.as_str(), p.breaker)));
         let admission = Arc::new(Admission::default());
-        Engine { opener, admission, health: Arc::new(health), metrics: Arc::new(Metrics::new()) }
+        Engine { opener, admission, health: Arc::new(health), metrics: Arc::new(Metrics::new()), store: None }
+    }
+
+    /// The same engine holding providers' quotas across every replica
+    /// sharing `store` (none: each replica's own).
+    pub fn with_store(mut self, store: Option<Arc<Store>>) -> Self {
+        self.store = store;
+        self
     }
 
     /// The same engine admitting candidates through `admission`.
