@@ -210,6 +210,12 @@ fn a_budget_is_summed_across_two_replicas() {
             assert_eq!(body["error"]["code"], "budget_exceeded", "{body}");
         }
         assert_eq!(provider.requests().len(), 2, "no request past the budget reached the provider");
+        for proxy in [&a, &b] {
+            let budget = status_of(proxy).await["budgets"][0].clone();
+            assert_eq!(budget["spent_by"], "cluster", "{budget}");
+            let spent = budget["spent_usd"].as_f64().unwrap();
+            assert!((spent - 5.2).abs() < 1e-6, "each replica's status shows the cluster's $5.20: {budget}");
+        }
     });
 }
 

@@ -294,6 +294,19 @@ impl RequestGate {
         state.spend(scope).map(|spend| view(spend, now)).unwrap_or_default()
     }
 
+    /// What `budget`'s scope has spent over its window, as the budget sees
+    /// it, and whether that is every replica's spend: the larger of this
+    /// replica's and the cluster's when a shared store has told it, this
+    /// replica's alone otherwise.
+    pub fn budget_spend(&self, budget: &Budget) -> (f64, bool) {
+        let own = self.spend(&budget.scope).windows[budget.window.index()];
+        let cluster = self.store.as_ref().and_then(|store| store.cluster_spend(&budget.scope.to_string()));
+        match cluster {
+            Some(cluster) => (own.max(cluster[budget.window.index()]), true),
+            None => (own, false),
+        }
+    }
+
     /// What answers from `provider` have cost since baton started.
     pub fn provider_spend(&self, provider: &str) -> f64 {
         let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);

@@ -134,7 +134,7 @@ fn keys_status(config: &Config, gate: &RequestGate) -> Vec<Value> {
 /// Each budget and per-request cap, with what its scope spent over its window.
 fn budgets_status(config: &Config, gate: &RequestGate) -> Vec<Value> {
     let budgets = config.budgets.budgets.iter().map(|budget| {
-        let spent = gate.spend(&budget.scope).windows[budget.window.index()];
+        let (spent, cluster) = gate.budget_spend(budget);
         let downgrade_to = match &budget.action {
             BudgetAction::Downgrade(to) => Some(to.as_str()),
             _ => None,
@@ -144,6 +144,7 @@ fn budgets_status(config: &Config, gate: &RequestGate) -> Vec<Value> {
             "window": budget.window.label(),
             "usd": budget.usd,
             "spent_usd": spent,
+            "spent_by": if cluster { "cluster" } else { "replica" },
             "action": budget.action.label(),
             "downgrade_to": downgrade_to,
         })
