@@ -18,6 +18,11 @@
 //! cargo build --release && cargo bench --bench load
 //! ```
 //!
+//! Arguments pick the concurrency levels (`-- 100 1000`); `BATON_BENCH_PARTS`
+//! picks the measurements (`memory,throughput`); `BATON_BENCH_GATEWAY` names
+//! another `baton` binary to run as the gateway, so two builds are compared
+//! back to back against the same providers and load generator.
+//!
 //! Every process is started here: `baton mock` for the providers, `baton serve`,
 //! Debian's `nginx` (installed with apt when missing) and `litellm[proxy]`
 //! (installed into `target/bench-venv` when missing).
@@ -52,6 +57,9 @@ const SLOW_TOKENS: usize = 1200;
 const MARKER: &str = "tok";
 /// Requests sent before measuring each run.
 const WARMUP: usize = 5;
+/// Streams held open before memory is measured, so what the first
+/// requests cost once is not counted per stream.
+const WARM_STREAMS: usize = 20;
 /// Sequential requests timed for each latency probe.
 const PROBES: usize = 200;
 /// The most streams held open under a latency probe: past it the held
@@ -84,6 +92,19 @@ fn baton_bin() -> PathBuf {
     root().join("target/release/baton")
 }
 
+/// The binary `baton serve` runs as the gateway: `BATON_BENCH_GATEWAY`, when
+/// set, so another build (an earlier commit's) is measured against the same
+/// simulated providers and load generator; this build's otherwise.
+fn gateway_bin() -> PathBuf {
+    std::env::var_os("BATON_BENCH_GATEWAY").map_or_else(baton_bin, PathBuf::from)
+}
+
+/// Whether `part` (`memory`, `latency` or `throughput`) is measured:
+/// `BATON_BENCH_PARTS`, a comma-separated list, picks some; every part by default.
+fn measures(part: &str) -> bool {
+    std::env::var("BATON_BENCH_PARTS").map_or(true, |parts| parts.split(',').any(|p| p.trim() == part))
+}
+
 fn scratch() -> PathBuf {
     let dir = root().join("target/bench-load");
     std::fs::create_dir_all(&dir).expect("scratch dir");
@@ -92,7 +113,8 @@ fn scratch() -> PathBuf {
 
 /// Starts `baton args…` and returns it with the address its log reports.
 async fn start_baton(args: &[&str]) -> (Child, SocketAddr) {
-    let mut child = Command::new(baton_bin())
+    let binary = if args[0] == "serve" { gateway_bin() } else { baton_bin() };
+    let mut child = Command::new(binary)
         .args(args)
         .env("RUST_LOG", "warn,baton=info")
         .stdout(Stdio::null())
@@ -459,7 +481,10 @@ async fn hold(client: &reqwest::Client, url: &str, model: &str, count: usize) ->
 }
 
 /// Holds `count` slow streams open at once and reports the gateway's memory
-/// per stream (resident memory with them open, less before).
+/// per stream: resident memory with them open, less with [`WARM_STREAMS`]
+/// open before them, which already paid what the first requests cost once
+/// (code paged in, pools and caches made) and would otherwise be spread
+/// over the streams.
 async fn memory_per_stream(
     client: &reqwest::Client,
     url: &str,
@@ -470,9 +495,13 @@ async fn memory_per_stream(
     if pids.is_empty() {
         return None;
     }
+    let warm = hold(client, url, model, WARM_STREAMS).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
     let before = memory(pids, "VmRSS:");
     let held = hold(client, url, model, count).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
     let during = memory(pids, "VmRSS:");
+    drop(warm);
     (held.opened == count).then(|| during.saturating_sub(before) as f64 / count as f64)
 }
 
@@ -635,7 +664,7 @@ fn main() {
         let mut memory_report = String::new();
         let _ = writeln!(memory_report, "| path | streams held open | gateway RSS per stream (KiB) | gateway RSS with them open (MiB) |");
         let _ = writeln!(memory_report, "|---|---|---|---|");
-        for gateway in gateways.iter().filter(|g| g.process.is_some()) {
+        for gateway in gateways.iter().filter(|g| g.process.is_some() && measures("memory")) {
             let pids = gateway.pids();
             let most = *levels.iter().max().unwrap_or(&1000);
             let count = if gateway.name == "litellm" { most.min(LITELLM_MAX_HELD) } else { most };
@@ -652,7 +681,7 @@ fn main() {
         let _ = writeln!(latency, "|---|---|---|---|---|---|");
         let backgrounds: Vec<usize> =
             std::iter::once(0).chain(levels.iter().copied().filter(|&n| n > 1 && n <= PROBE_MAX_BACKGROUND)).collect();
-        for gateway in gateways.iter().filter(|g| g.process.is_some()) {
+        for gateway in gateways.iter().filter(|g| g.process.is_some() && measures("latency")) {
             for &background in &backgrounds {
                 if gateway.name == "litellm" && background > LITELLM_MAX_HELD {
                     continue;
@@ -682,7 +711,7 @@ fn main() {
         let mut report = String::new();
         let _ = writeln!(report, "| path | concurrent streams | TTFT p50 (ms) | TTFT p99 (ms) | streams/s | success | gateway CPU s per 1,000 streams | load generator CPU s |");
         let _ = writeln!(report, "|---|---|---|---|---|---|---|---|");
-        for &n in &levels {
+        for &n in levels.iter().filter(|_| measures("throughput")) {
             let mut rows: Vec<(&str, Drive)> = Vec::new();
             for gateway in &gateways {
                 if gateway.name == "litellm" && n > LITELLM_MAX_CONCURRENCY {

@@ -34,7 +34,12 @@ fn config(route: &str, targets: &[&str]) -> Config {
 
 fn call() -> Call {
     let request = ChatRequest { messages: vec![Message::text(Role::User, "tell me")], ..ChatRequest::default() };
-    Call { id: Arc::from("req_test"), request, drills: Default::default(), trace: Default::default() }
+    Call {
+        id: Arc::from("req_test"),
+        request: Box::new(request),
+        drills: Default::default(),
+        trace: Default::default(),
+    }
 }
 
 /// Streams one call and reads its whole answer: who answered, and the text.

@@ -44,7 +44,12 @@ fn call(chars: usize, max_tokens: Option<u32>) -> Call {
         max_tokens,
         ..ChatRequest::default()
     };
-    Call { id: Arc::from("req_routing"), request, drills: Default::default(), trace: Default::default() }
+    Call {
+        id: Arc::from("req_routing"),
+        request: Box::new(request),
+        drills: Default::default(),
+        trace: Default::default(),
+    }
 }
 
 /// Streams `call` and reads its answer to the end.

@@ -38,7 +38,12 @@ fn engine(config: &Config, scripted: &Arc<Scripted>) -> Engine {
 }
 
 fn call(request: ChatRequest) -> Call {
-    Call { id: Arc::from("req_surface"), request, drills: Default::default(), trace: Default::default() }
+    Call {
+        id: Arc::from("req_surface"),
+        request: Box::new(request),
+        drills: Default::default(),
+        trace: Default::default(),
+    }
 }
 
 fn asking(text: &str) -> ChatRequest {

@@ -234,6 +234,78 @@ fn a_failover_arrives_as_a_request_span_over_two_attempt_spans_in_the_clients_tr
     });
 }
 
+/// A state exporting to `receiver`, for `routes`.
+fn traced_state(receiver: &Receiver, routes: ChatConfig) -> AppState {
+    let top = format!("[telemetry]\notlp_endpoint = \"{}\"", receiver.base_url);
+    let config = baton::config::parse(&routes.top(&top).toml(), "t.toml", &|_| None).unwrap();
+    AppState::new(config).unwrap().with_traces().unwrap()
+}
+
+#[test]
+fn a_hedge_that_lost_the_race_still_has_its_attempt_span_as_abandoned() {
+    run(HARD_LIMIT, async {
+        let receiver = Receiver::start().await;
+        let slow = MockProvider::anthropic().first_token_after(Duration::from_secs(3)).spawned().await;
+        let fast = MockProvider::openai().spawned().await;
+        let routes = ChatConfig::new()
+            .keys("first_token_timeout_ms = 10000\nhedge_after_ms = 100")
+            .mock("slow", &slow)
+            .mock("fast", &fast);
+        let state = traced_state(&receiver, routes);
+        let (url, server) = serve(state.clone()).await;
+        let received = traced_chat(&url).await;
+        assert_eq!(received.header("x-baton-provider"), "fast", "the hedge won");
+        assert!(state.flush_traces(FLUSH_LIMIT).await);
+        server.abort();
+
+        let spans: Vec<Span> = receiver.spans().into_iter().map(|(_, span)| span).collect();
+        let request = spans.iter().find(|span| span.kind == SpanKind::Server as i32).expect("a request span");
+        let attempts: Vec<&Span> = spans.iter().filter(|span| span.kind == SpanKind::Client as i32).collect();
+        assert_eq!(attempts.len(), 2, "both requests sent have a span: {spans:#?}");
+        let outcome = |provider: &str| {
+            let span = attempts.iter().find(|span| attributes(span)["baton.provider"] == provider).expect("its span");
+            assert_eq!(span.parent_span_id, request.span_id, "under the request span");
+            let error = span.status.as_ref().is_some_and(|s| s.code == SpanStatus::Error as i32);
+            (attributes(span)["baton.outcome"].clone(), error)
+        };
+        assert_eq!(outcome("slow"), ("abandoned".to_owned(), false), "the loser was dropped, not failed");
+        assert_eq!(outcome("fast"), ("committed".to_owned(), false));
+    });
+}
+
+#[test]
+fn a_request_refused_before_it_reaches_a_route_has_a_span_saying_why() {
+    run(HARD_LIMIT, async {
+        let receiver = Receiver::start().await;
+        let provider = MockProvider::openai().spawned().await;
+        let state = traced_state(&receiver, ChatConfig::new().mock("p", &provider));
+        let (url, server) = serve(state.clone()).await;
+        let body = json!({ "model": "no-such-route", "messages": [{ "role": "user", "content": "hi" }] });
+        let response = reqwest::Client::new()
+            .post(format!("{url}/v1/chat/completions"))
+            .header("traceparent", format!("00-{TRACE_ID}-{CLIENT_SPAN_ID}-01"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 404);
+        assert!(state.flush_traces(FLUSH_LIMIT).await);
+        server.abort();
+
+        let spans: Vec<Span> = receiver.spans().into_iter().map(|(_, span)| span).collect();
+        assert_eq!(spans.len(), 1, "one span, the request's: {spans:#?}");
+        let span = &spans[0];
+        assert_eq!((span.kind, span.name.as_str()), (SpanKind::Server as i32, "chat"));
+        assert_eq!(hex(&span.trace_id), TRACE_ID, "in the client's trace");
+        assert_eq!(hex(&span.parent_span_id), CLIENT_SPAN_ID);
+        let attrs = attributes(span);
+        assert_eq!(attrs["error.type"], "model_not_found", "{attrs:#?}");
+        assert_eq!(attrs["http.response.status_code"], "404");
+        assert_eq!(span.status.as_ref().map(|s| s.code), Some(SpanStatus::Error as i32));
+        assert!(provider.requests().is_empty());
+    });
+}
+
 #[test]
 fn without_an_endpoint_no_tracer_is_installed_and_requests_are_served_as_before() {
     run(HARD_LIMIT, async {

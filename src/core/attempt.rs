@@ -15,7 +15,7 @@ use super::{AttemptRecord, Engine, Failure, Plan};
 use crate::admission::{Candidate, Settlement, Skip, Tickets, take_provider_quota};
 use crate::config::{Route, Target};
 use crate::event::{ChatRequest, Event};
-use crate::observe::traces::{AttemptOutcome, AttemptTrace};
+use crate::observe::traces::{AttemptOutcome, AttemptTrace, TraceHandle};
 use crate::providers::{EventStream, Opener, ProviderError, Upstream};
 use crate::request::Field;
 use crate::resilience::{ProviderHealth, backoff};
@@ -73,6 +73,35 @@ struct Try<'a> {
     drill: Option<DrillFault>,
     /// Past open breakers and cooldowns: nothing else is left.
     last_resort: bool,
+}
+
+/// An attempt under way, recorded in the request's trace as abandoned if
+/// it is dropped before it ends (a hedge that lost, a client that left),
+/// so a trace shows every request sent.
+struct Unfinished<'a> {
+    trace: &'a TraceHandle,
+    target: &'a Target,
+    health: &'a ProviderHealth,
+    retry: u32,
+    started: Instant,
+    /// The attempt ended and recorded itself.
+    ended: bool,
+}
+
+impl Drop for Unfinished<'_> {
+    fn drop(&mut self) {
+        if !self.ended && self.trace.is_on() {
+            self.trace.attempt(AttemptTrace {
+                provider: &self.target.provider.name,
+                kind: self.target.provider.kind.name(),
+                model: &self.target.model,
+                retry: self.retry,
+                elapsed: self.started.elapsed(),
+                breaker: self.health.breaker.state(),
+                outcome: AttemptOutcome::Abandoned,
+            });
+        }
+    }
 }
 
 /// What a turn asks of its target: the client's request, or the rest of an
@@ -135,7 +164,11 @@ impl Engine {
         loop {
             let started = Instant::now();
             let one = Try { target, health: &health, drill, last_resort: forced };
-            let mut failure = match self.try_once(&one, &req, route, started).await {
+            let mut unfinished =
+                Unfinished { trace: plan.trace, target, health: &health, retry, started, ended: false };
+            let tried = self.try_once(&one, &req, route, started).await;
+            unfinished.ended = true;
+            let mut failure = match tried {
                 Ok((mut opened, ttft)) => {
                     self.observe_attempt(plan, target, &health, retry, started, Ok(ttft));
                     opened.dropped = unsupported;

@@ -75,8 +75,8 @@ struct Plan<'a> {
 pub struct Call {
     /// The request's id: the client's `x-request-id`, or one made up.
     pub id: Arc<str>,
-    /// What the client asked.
-    pub request: ChatRequest,
+    /// What the client asked; boxed, as every request in flight holds it.
+    pub request: Box<ChatRequest>,
     /// Failures an operator asked to simulate.
     pub drills: Drills,
     /// The request's trace, each attempt's span a child of it (empty when

@@ -21,9 +21,10 @@ use super::{AppState, admin};
 use crate::access::Denied;
 use crate::config::Route;
 use crate::core::{Call, CommittedStream, Failure, ProxyError, Winner};
-use crate::dialect::{ApiError, Dialect, Encoder};
+use crate::dialect::{ApiError, Dialect, Encoder, Ingress};
 use crate::event::Event;
 use crate::observe::RequestWatch;
+use crate::observe::traces::TraceStart;
 
 /// How much of the answer may leave in one write when events arrive together.
 const COALESCE_BYTES: usize = 16 * 1024;
@@ -38,13 +39,24 @@ const DOWNGRADED: &str = "x-baton-downgraded";
 /// in `D`'s shape.
 pub(super) async fn chat<D: Dialect>(State(state): State<AppState>, request: Request) -> Response {
     let id = request_id(request.headers());
-    let mut response = match Guarded::new(serve::<D>(&state, Arc::clone(&id), request)).await {
+    let mut trace = state.tracer().map(|tracer| tracer.begin(request.headers()));
+    let mut response = match Guarded::new(serve::<D>(&state, Arc::clone(&id), request, &mut trace)).await {
         Ok(Ok(response)) => response,
-        Ok(Err(err)) => error::respond::<D>(err),
+        Ok(Err(err)) => {
+            // Refused before a route took the trace: the request still gets its span.
+            if let Some(trace) = trace.take() {
+                trace.refused(err.code(), err.status().as_u16());
+            }
+            error::respond::<D>(err)
+        }
         Err(panic) => {
             tracing::error!(request_id = %id, panic = %panic, "request panicked");
             state.engine().metrics().client_fault("panic");
-            error::respond::<D>(ApiError::internal())
+            let err = ApiError::internal();
+            if let Some(trace) = trace.take() {
+                trace.refused(err.code(), err.status().as_u16());
+            }
+            error::respond::<D>(err)
         }
     };
     if let Ok(value) = HeaderValue::from_str(&id) {
@@ -62,8 +74,13 @@ fn request_id(headers: &HeaderMap) -> Arc<str> {
     }
 }
 
-async fn serve<D: Dialect>(state: &AppState, id: Arc<str>, request: Request) -> Result<Response, ApiError> {
-    let trace = state.tracer().map(|tracer| tracer.begin(request.headers()));
+/// Serves one request; `trace` is taken once the request has a route.
+async fn serve<D: Dialect>(
+    state: &AppState,
+    id: Arc<str>,
+    request: Request,
+    trace: &mut Option<TraceStart>,
+) -> Result<Response, ApiError> {
     let config = state.config();
     let key = config.access.keys.identify(request.headers()).map_err(ApiError::denied)?;
     let content_type = request.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
@@ -78,24 +95,30 @@ async fn serve<D: Dialect>(state: &AppState, id: Arc<str>, request: Request) -> 
             state.engine().metrics().client_fault("body_timeout");
         }
     })?;
-    let ingress = D::parse(&body)?;
-    let route = config.route(&ingress.model).ok_or_else(|| {
+    // What a request holds while it waits for its first token is boxed or
+    // freed: every request in flight holds it, and each nested future would
+    // hold its own copy. The body is not needed once parsed.
+    let Ingress { model, stream: streamed, request: parsed, options } = D::parse(&body)?;
+    drop(body);
+    let request = Box::new(parsed);
+    let route = config.route(&model).ok_or_else(|| {
         let names = config.routes.iter().flat_map(|r| std::iter::once(&r.model).chain(&r.aliases));
         let known: Vec<&str> = names.map(String::as_str).collect();
-        ApiError::unknown_model(&ingress.model, &known)
+        ApiError::unknown_model(&model, &known)
     })?;
     if let Some(key) = key.filter(|key| !key.allows(&route.model)) {
         return Err(ApiError::denied(Denied::Route { key: key.name.clone(), route: route.model.clone() }));
     }
     let engine = state.engine();
-    let admitted = state.gate().admit_shared(&config, key, route, &ingress.request).await;
+    let admitted = state.gate().admit_shared(&config, key, route, &request).await;
     let served = admitted.as_ref().map_or(route, |admitted| &admitted.route);
-    let mut watch = RequestWatch::new(Arc::clone(engine.metrics()), Arc::clone(state.routes()), id, &served.model);
+    let mut watch =
+        Box::new(RequestWatch::new(Arc::clone(engine.metrics()), Arc::clone(state.routes()), id, &served.model));
     if let Some(key) = key {
         watch.key(&key.name);
     }
-    if let Some(trace) = trace {
-        watch.traced(trace.request(&ingress.model, &served.model));
+    if let Some(trace) = trace.take() {
+        watch.traced(trace.request(&model, &served.model));
     }
     let admitted = admitted.inspect_err(|refusal| watch.end(refusal.kind()))?;
     watch.settle_with(Box::new(admitted.ticket));
@@ -106,11 +129,11 @@ async fn serve<D: Dialect>(state: &AppState, id: Arc<str>, request: Request) -> 
         watch.stalled_when(move || stall.happened());
     }
     let route = &admitted.route;
-    let call = Call { id: Arc::clone(watch.id()), request: ingress.request, drills, trace: watch.trace().clone() };
-    let mut response = if ingress.stream {
-        stream::<D>(state, route, call, watch, ingress.options).await?
+    let call = Call { id: Arc::clone(watch.id()), request, drills, trace: watch.trace().clone() };
+    let mut response = if streamed {
+        stream::<D>(state, route, call, watch, options).await?
     } else {
-        complete::<D>(state, route, &call, watch, ingress.options).await?
+        complete::<D>(state, route, &call, watch, options).await?
     };
     if let Some(from) = admitted.downgraded_from.and_then(|from| HeaderValue::from_str(&from).ok()) {
         response.headers_mut().insert(DOWNGRADED, from);
@@ -123,7 +146,7 @@ async fn stream<D: Dialect>(
     state: &AppState,
     route: &Arc<Route>,
     call: Call,
-    mut watch: RequestWatch,
+    mut watch: Box<RequestWatch>,
     options: D::Options,
 ) -> Result<Response, ApiError> {
     let engine = state.engine();
@@ -151,7 +174,7 @@ async fn complete<D: Dialect>(
     state: &AppState,
     route: &Route,
     call: &Call,
-    mut watch: RequestWatch,
+    mut watch: Box<RequestWatch>,
     options: D::Options,
 ) -> Result<Response, ApiError> {
     let completed = tokio::select! {
@@ -182,7 +205,7 @@ async fn complete<D: Dialect>(
 fn sse_body<E: Encoder>(
     events: CommittedStream,
     encoder: E,
-    watch: RequestWatch,
+    watch: Box<RequestWatch>,
     state: AppState,
 ) -> impl futures_util::Stream<Item = Result<Bytes, std::convert::Infallible>> + Send {
     let drained: Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(async move { state.drained().await });

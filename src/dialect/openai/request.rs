@@ -113,6 +113,13 @@ impl Fields {
                 .map_err(|err| ApiError::bad_request(format!("invalid request body: `{}{name}`: {err}", self.at))),
         }
     }
+
+    /// The fields no one took. An emptied map keeps the memory it was
+    /// parsed into, and the request holds it until it ends: when nothing
+    /// is left, an empty map that holds none takes its place.
+    fn rest(self) -> Map<String, Value> {
+        if self.map.is_empty() { Map::new() } else { self.map }
+    }
 }
 
 /// Parses and checks a request body.
@@ -157,7 +164,7 @@ pub fn parse(body: &[u8]) -> Result<Ingress<Options>, ApiError> {
         parallel_tool_calls: fields.take("parallel_tool_calls")?,
         response_format: fields.take::<WireResponseFormat>("response_format")?.map(response_format).transpose()?,
         reasoning_effort: fields.take("reasoning_effort")?,
-        extra: fields.map,
+        extra: fields.rest(),
     };
     Ok(Ingress { model, stream, options: Options { include_usage }, request })
 }
@@ -197,7 +204,7 @@ fn message((i, map): (usize, Map<String, Value>)) -> Result<Message, ApiError> {
             .collect(),
         tool_call_id,
         name: fields.take("name")?,
-        extra: fields.map,
+        extra: fields.rest(),
     })
 }
 

@@ -21,6 +21,8 @@ pub(super) const CACHED_INPUT_TOKENS: &str = "gen_ai.usage.cache_read.input_toke
 pub(super) const TIME_TO_FIRST_CHUNK: &str = "gen_ai.response.time_to_first_chunk";
 /// The class of a failure, from the general conventions.
 pub(super) const ERROR_TYPE: &str = "error.type";
+/// The HTTP status of a request refused before it reached a route.
+pub(super) const HTTP_STATUS: &str = "http.response.status_code";
 
 /// The route that served the request.
 pub(super) const ROUTE: &str = "baton.route";

@@ -49,6 +49,9 @@ pub enum AttemptOutcome {
         /// One line saying what went wrong.
         summary: String,
     },
+    /// It was dropped before it ended: a hedge that lost the race, or a
+    /// request whose client left. Not an error of the provider's.
+    Abandoned,
 }
 
 /// One attempt, as its span records it.
@@ -104,6 +107,29 @@ impl TraceStart {
     }
 }
 
+impl TraceStart {
+    /// Records a request refused before it reached a route (no key, a body
+    /// that is not a chat request, an unknown model): its span alone, with
+    /// the error's `code` and HTTP `status`.
+    pub fn refused(self, code: &'static str, status: u16) {
+        let attributes = vec![
+            KeyValue::new(OPERATION, "chat"),
+            KeyValue::new(OUTCOME, code),
+            KeyValue::new(ERROR_TYPE, code),
+            KeyValue::new(HTTP_STATUS, i64::from(status)),
+        ];
+        let mut span = self
+            .tracer
+            .span_builder("chat")
+            .with_kind(SpanKind::Server)
+            .with_start_time(self.at)
+            .with_attributes(attributes)
+            .start_with_context(&self.tracer, &self.parent);
+        span.set_status(Status::error(code));
+        span.end();
+    }
+}
+
 impl TraceHandle {
     /// Whether the request is traced: what to check before gathering
     /// anything for a span.
@@ -135,6 +161,7 @@ impl TraceHandle {
                 KeyValue::new(FAILURE_CLASS, *class),
                 KeyValue::new(ERROR_TYPE, *class),
             ]),
+            AttemptOutcome::Abandoned => attributes.push(KeyValue::new(OUTCOME, "abandoned")),
         }
         let mut span = traced
             .tracer
@@ -155,6 +182,7 @@ impl TraceHandle {
                 span.set_status(Status::error(summary));
                 span.end_with_timestamp(now);
             }
+            AttemptOutcome::Abandoned => span.end_with_timestamp(now),
         }
     }
 

@@ -4,7 +4,8 @@
 mod decode;
 
 use bytes::Bytes;
-use serde_json::{Map, Value, json};
+use serde::ser::{Serialize, SerializeMap, Serializer};
+use serde_json::{Value, json};
 
 use super::{Adapter, Decoder, ProviderError, Upstream, driver};
 use crate::request::{ChatRequest, Field, LimitField, Message, Part, ResponseFormat, Role, Tool, ToolChoice};
@@ -53,72 +54,146 @@ fn unrelayed(req: &ChatRequest) -> Vec<Field> {
 /// every field baton does not translate passed through verbatim, and usage
 /// always requested so the gateway can count tokens whether or not the
 /// client asked to see it. Cache hints are left out (OpenAI caches by itself).
-fn body(model: &str, req: &ChatRequest) -> Value {
-    let mut body = Map::new();
-    body.insert("model".into(), json!(model));
-    body.insert("messages".into(), req.messages.iter().map(message).collect());
-    body.insert("stream".into(), json!(true));
-    body.insert("stream_options".into(), json!({ "include_usage": true }));
-    if let Some(limit) = req.max_tokens {
-        let field = match req.limit_field {
-            LimitField::MaxTokens => "max_tokens",
-            LimitField::MaxCompletionTokens => "max_completion_tokens",
-        };
-        body.insert(field.into(), json!(limit));
-    }
-    let optional = [
-        ("temperature", req.temperature.map(|t| json!(t))),
-        ("top_p", req.top_p.map(|p| json!(p))),
-        ("stop", (!req.stop.is_empty()).then(|| json!(req.stop))),
-        ("tools", (!req.tools.is_empty()).then(|| req.tools.iter().map(tool).collect())),
-        ("tool_choice", req.tool_choice.as_ref().map(tool_choice)),
-        ("parallel_tool_calls", req.parallel_tool_calls.map(Value::Bool)),
-        ("response_format", req.response_format.as_ref().map(response_format)),
-        ("reasoning_effort", req.reasoning_effort.as_ref().map(|effort| json!(effort))),
-    ];
-    for (name, value) in optional {
-        if let Some(value) = value {
-            body.insert(name.into(), value);
-        }
-    }
-    for (name, value) in &req.extra {
-        body.entry(name.clone()).or_insert_with(|| value.clone());
-    }
-    Value::Object(body)
+/// Written straight from the request, with no JSON tree built in between:
+/// every attempt sends one.
+struct Body<'a> {
+    model: &'a str,
+    req: &'a ChatRequest,
 }
 
-fn message(message: &Message) -> Value {
-    let role = match message.role {
-        Role::System => "system",
-        Role::User => "user",
-        Role::Assistant => "assistant",
-        Role::Tool => "tool",
-    };
-    let mut out = Map::new();
-    out.insert("role".into(), json!(role));
-    let content = match message.content.as_slice() {
-        [] if !message.tool_calls.is_empty() => Value::Null,
-        [] => json!(""),
-        [Part::Text { text, .. }] => json!(text),
-        parts => parts.iter().map(part).collect(),
-    };
-    out.insert("content".into(), content);
-    if !message.tool_calls.is_empty() {
-        let calls = message.tool_calls.iter().map(|call| {
-            json!({ "id": call.id, "type": "function", "function": { "name": call.name, "arguments": call.arguments } })
-        });
-        out.insert("tool_calls".into(), calls.collect());
+/// The keys baton writes itself. The dialect takes each of them out of the
+/// client's fields, so an untranslated field never has one of these names;
+/// if one did, it would not override what baton wrote.
+const BODY_KEYS: [&str; 14] = [
+    "model",
+    "messages",
+    "stream",
+    "stream_options",
+    "max_tokens",
+    "max_completion_tokens",
+    "temperature",
+    "top_p",
+    "stop",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "response_format",
+    "reasoning_effort",
+];
+
+fn body<'a>(model: &'a str, req: &'a ChatRequest) -> Body<'a> {
+    Body { model, req }
+}
+
+impl Serialize for Body<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let req = self.req;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("model", self.model)?;
+        map.serialize_entry("messages", &Each(&req.messages))?;
+        map.serialize_entry("stream", &true)?;
+        map.serialize_entry("stream_options", &json!({ "include_usage": true }))?;
+        if let Some(limit) = req.max_tokens {
+            let field = match req.limit_field {
+                LimitField::MaxTokens => "max_tokens",
+                LimitField::MaxCompletionTokens => "max_completion_tokens",
+            };
+            map.serialize_entry(field, &limit)?;
+        }
+        if let Some(temperature) = req.temperature {
+            map.serialize_entry("temperature", &temperature)?;
+        }
+        if let Some(top_p) = req.top_p {
+            map.serialize_entry("top_p", &top_p)?;
+        }
+        if !req.stop.is_empty() {
+            map.serialize_entry("stop", &req.stop)?;
+        }
+        if !req.tools.is_empty() {
+            map.serialize_entry("tools", &Each(&req.tools))?;
+        }
+        if let Some(choice) = &req.tool_choice {
+            map.serialize_entry("tool_choice", &tool_choice(choice))?;
+        }
+        if let Some(parallel) = req.parallel_tool_calls {
+            map.serialize_entry("parallel_tool_calls", &parallel)?;
+        }
+        if let Some(format) = &req.response_format {
+            map.serialize_entry("response_format", &response_format(format))?;
+        }
+        if let Some(effort) = &req.reasoning_effort {
+            map.serialize_entry("reasoning_effort", effort)?;
+        }
+        for (name, value) in req.extra.iter().filter(|(name, _)| !BODY_KEYS.contains(&name.as_str())) {
+            map.serialize_entry(name, value)?;
+        }
+        map.end()
     }
-    if let Some(id) = &message.tool_call_id {
-        out.insert("tool_call_id".into(), json!(id));
+}
+
+/// A list written item by item with the item's own wire form.
+struct Each<'a, T>(&'a [T]);
+
+impl<T> Serialize for Each<'_, T>
+where
+    for<'b> Wire<'b, T>: Serialize,
+{
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(Wire))
     }
-    if let Some(name) = &message.name {
-        out.insert("name".into(), json!(name));
+}
+
+/// One message or tool in its OpenAI wire form.
+struct Wire<'a, T>(&'a T);
+
+/// The keys a message's own fields are written under; an untranslated
+/// field of the same name never overrides one.
+const MESSAGE_KEYS: [&str; 5] = ["role", "content", "tool_calls", "tool_call_id", "name"];
+
+impl Serialize for Wire<'_, Message> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let message = self.0;
+        let role = match message.role {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        };
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("role", role)?;
+        match message.content.as_slice() {
+            [] if !message.tool_calls.is_empty() => map.serialize_entry("content", &())?,
+            [] => map.serialize_entry("content", "")?,
+            [Part::Text { text, .. }] => map.serialize_entry("content", text)?,
+            parts => map.serialize_entry("content", &Value::Array(parts.iter().map(part).collect()))?,
+        }
+        if !message.tool_calls.is_empty() {
+            let calls: Vec<Value> = message
+                .tool_calls
+                .iter()
+                .map(|call| {
+                    json!({ "id": call.id, "type": "function", "function": { "name": call.name, "arguments": call.arguments } })
+                })
+                .collect();
+            map.serialize_entry("tool_calls", &calls)?;
+        }
+        if let Some(id) = &message.tool_call_id {
+            map.serialize_entry("tool_call_id", id)?;
+        }
+        if let Some(name) = &message.name {
+            map.serialize_entry("name", name)?;
+        }
+        for (name, value) in message.extra.iter().filter(|(name, _)| !MESSAGE_KEYS.contains(&name.as_str())) {
+            map.serialize_entry(name, value)?;
+        }
+        map.end()
     }
-    for (name, value) in &message.extra {
-        out.entry(name.clone()).or_insert_with(|| value.clone());
+}
+
+impl Serialize for Wire<'_, Tool> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        tool(self.0).serialize(serializer)
     }
-    Value::Object(out)
 }
 
 fn part(part: &Part) -> Value {

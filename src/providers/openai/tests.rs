@@ -3,6 +3,11 @@
 
 use super::*;
 
+/// The body as JSON, to compare with the expected one.
+fn body(model: &str, req: &ChatRequest) -> Value {
+    serde_json::to_value(super::body(model, req)).expect("a body always serializes")
+}
+
 #[test]
 fn body_carries_messages_and_sampling_and_asks_for_usage() {
     let req = ChatRequest {
