@@ -112,7 +112,13 @@ NGINX
 "$nginx_bin" -c "$dir/nginx.conf" -p "$dir" &
 pids+=($!)
 for port in "$redis_port" "$good_port" "$flaky_port" $((base + 1)) $((base + 2)) $((base + 3)) "$base"; do wait_for "$port"; done
-sleep 1 # the replicas' first ping to Redis
+reachable() {
+  for i in 1 2 3; do
+    curl -s "http://127.0.0.1:$((base + i))/admin/status" |
+      python3 -c "import json, sys; print(json.load(sys.stdin)['state']['reachable'])"
+  done | tr '\n' ' '
+}
+for _ in $(seq 100); do [ "$(reachable)" = "True True True " ] && break; sleep 0.1; done # the first pings to Redis
 
 ask() { # url key
   curl -s -o /dev/null -w '%{http_code} %header{x-baton-provider} attempts=%header{x-baton-attempts}\n' \
@@ -126,20 +132,39 @@ breakers() {
   done
 }
 
+failed=0
+expect() { # what got wanted
+  if [ "$2" = "$3" ]; then echo "  ok: $1"; else echo "  FAILED: $1: got $2, wanted $3"; failed=1; fi
+}
+flaky_breakers() {
+  for i in 1 2 3; do
+    curl -s "http://127.0.0.1:$((base + i))/admin/status" |
+      python3 -c "import json, sys; print([p['breaker'] for p in json.load(sys.stdin)['providers'] if p['name'] == 'flaky'][0])"
+  done | tr '\n' ' '
+}
+
 echo "== the shared state, as each replica sees it"
 breakers
 echo
 echo "== two requests straight to replica 1: flaky fails twice, replica 1 opens its breaker"
 ask "http://127.0.0.1:$((base + 1))" sk-ops-0123456789abcdef
 ask "http://127.0.0.1:$((base + 1))" sk-ops-0123456789abcdef
-sleep 0.6
-echo "== 0.6 s later, every replica has it open"
+opened=$(date +%s%N)
+for _ in $(seq 50); do [ "$(flaky_breakers)" = "open open open " ] && break; sleep 0.05; done
+echo "== $(( ($(date +%s%N) - opened) / 1000000 )) ms later, every replica has it open"
 breakers
+expect "flaky's breaker is open on all three replicas" "$(flaky_breakers)" "open open open "
 echo "== so replicas 2 and 3 go straight to good (one attempt each)"
-ask "http://127.0.0.1:$((base + 2))" sk-ops-0123456789abcdef
-ask "http://127.0.0.1:$((base + 3))" sk-ops-0123456789abcdef
+for i in 2 3; do
+  answer=$(ask "http://127.0.0.1:$((base + i))" sk-ops-0123456789abcdef)
+  echo "$answer"
+  expect "replica $i answered from good at its first attempt" "$answer" "200 good attempts=1"
+done
 echo
 echo "== ten requests through nginx (round robin over the three) as key demo, rpm = 5 cluster-wide"
-for _ in $(seq 10); do ask "http://127.0.0.1:$base" sk-demo-0123456789abcdef; done
-echo
+answers=$(for _ in $(seq 10); do ask "http://127.0.0.1:$base" sk-demo-0123456789abcdef; done)
+echo "$answers"
 echo "(each replica alone would have let 5 through: 10 in all)"
+expect "answered across the three" "$(grep -c '^200 ' <<<"$answers")" 5
+expect "refused with 429" "$(grep -c '^429 ' <<<"$answers")" 5
+exit "$failed"
