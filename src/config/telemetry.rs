@@ -93,16 +93,12 @@ fn below(base: &str) -> Result<String, String> {
     Ok(format!("{base}/{TRACES_PATH}"))
 }
 
-/// Whether `url` is one the exporter can post to: plain `http://` with a
-/// host (the exporter's client speaks no TLS; a collector on the same host
-/// or network forwards over TLS).
+/// Whether `url` is one the exporter can post to: `http://` or `https://`
+/// with a host (the exporter sends with the providers' client, TLS included).
 fn checked(url: &str) -> Result<(), String> {
     match url.parse::<http::Uri>() {
-        Ok(uri) if uri.scheme_str() == Some("http") && uri.host().is_some() => Ok(()),
-        Ok(uri) if uri.scheme_str() == Some("https") => {
-            Err(format!("{url:?}: https is not supported; point it at a collector's plain http:// port (4318)"))
-        }
-        _ => Err(format!("{url:?} is not an http:// URL like http://127.0.0.1:4318")),
+        Ok(uri) if matches!(uri.scheme_str(), Some("http" | "https")) && uri.host().is_some() => Ok(()),
+        _ => Err(format!("{url:?} is not an http:// or https:// URL like http://127.0.0.1:4318")),
     }
 }
 
@@ -169,10 +165,16 @@ targets = [{ provider = "p", model = "m" }]
 
     #[test]
     fn bad_endpoints_are_reported_with_their_key() {
-        let err = load("[telemetry]\notlp_endpoint = \"https://collector:4318\"", &[]).unwrap_err().to_string();
-        assert!(err.contains("telemetry.otlp_endpoint") && err.contains("https is not supported"), "{err}");
+        let err = load("[telemetry]\notlp_endpoint = \"ftp://collector:4318\"", &[]).unwrap_err().to_string();
+        assert!(err.contains("telemetry.otlp_endpoint") && err.contains("not an http:// or https:// URL"), "{err}");
         let err = load("", &[(ENDPOINT_VAR, "collector:4318")]).unwrap_err().to_string();
-        assert!(err.contains(ENDPOINT_VAR) && err.contains("not an http:// URL"), "{err}");
+        assert!(err.contains(ENDPOINT_VAR) && err.contains("not an http:// or https:// URL"), "{err}");
+        let hosted = traces("[telemetry]\notlp_endpoint = \"https://otlp.example.com\"", &[]);
+        assert_eq!(
+            hosted.expect("on").traces_endpoint,
+            "https://otlp.example.com/v1/traces",
+            "a hosted collector over TLS"
+        );
         let err = load("[telemetry]\notlp_endpoint = \"http://c:4318\"\nservice_name = \" \"", &[]).unwrap_err();
         assert!(err.to_string().contains("telemetry.service_name"), "{err}");
     }

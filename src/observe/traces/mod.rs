@@ -3,6 +3,7 @@
 //! traces are off nothing here exists: no provider, no spans, no attributes.
 
 mod attrs;
+mod export;
 mod span;
 
 use std::sync::Arc;
@@ -11,7 +12,7 @@ use std::time::{Duration, SystemTime};
 use opentelemetry::propagation::{Extractor, TextMapPropagator};
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry::{Context, InstrumentationScope};
-use opentelemetry_otlp::{Protocol, WithExportConfig};
+use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::runtime;
@@ -32,13 +33,16 @@ pub enum TraceError {
     /// The exporter refused its settings.
     #[error("cannot build the OTLP trace exporter: {0}")]
     Exporter(#[from] opentelemetry_otlp::ExporterBuildError),
+    /// The exporter's HTTP client could not be made (its TLS setup).
+    #[error("cannot make the OTLP exporter's HTTP client: {0}")]
+    Client(#[from] crate::providers::client::ClientError),
     /// The batch exporter runs as a task and needs a runtime to start on.
     #[error("traces must be installed from inside a tokio runtime")]
     NoRuntime,
 }
 
 /// The installed tracer: spans batch up on a tokio task and leave as OTLP
-/// protobuf over HTTP.
+/// protobuf over HTTP or HTTPS.
 pub struct Tracer {
     provider: SdkTracerProvider,
     tracer: SdkTracer,
@@ -56,6 +60,7 @@ impl Tracer {
         tokio::runtime::Handle::try_current().map_err(|_| TraceError::NoRuntime)?;
         let exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
+            .with_http_client(export::ExportClient::new(EXPORT_TIMEOUT)?)
             .with_protocol(Protocol::HttpBinary)
             .with_endpoint(&telemetry.traces_endpoint)
             .with_timeout(EXPORT_TIMEOUT)
