@@ -5,12 +5,8 @@
 //!
 //! [`parse`] is public so `tests/fuzz.rs` can feed it arbitrary bodies directly.
 
-use std::borrow::Cow;
-use std::collections::BTreeMap;
-
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::dialect::{ApiError, Ingress};
@@ -101,80 +97,40 @@ struct WireImageUrl {
     detail: Option<String>,
 }
 
-/// A field's name as the client wrote it: borrowed from the body unless
-/// it has escapes.
-#[derive(Deserialize, PartialEq, Eq, PartialOrd, Ord)]
-struct Key<'a>(#[serde(borrow)] Cow<'a, str>);
-
-impl std::borrow::Borrow<str> for Key<'_> {
-    fn borrow(&self) -> &str {
-        &self.0
-    }
-}
-
-/// The fields of a JSON object, each still the client's text, taken out one
-/// by one and parsed straight into its type: what is left is passed on. No
-/// JSON tree is built for a field baton reads.
-struct Fields<'a> {
-    map: BTreeMap<Key<'a>, &'a RawValue>,
+/// The fields of a body, taken out one by one: what is left is passed on.
+struct Fields {
+    map: Map<String, Value>,
     at: String,
 }
 
-impl<'a> Fields<'a> {
-    /// The fields of `object`, a JSON object (else the error says what `at` should be).
-    fn of(object: &'a RawValue, at: String) -> Result<Self, ApiError> {
-        let map = serde_json::from_str(object.get()).map_err(|err| {
-            let what = at.trim_end_matches('.');
-            ApiError::bad_request(format!("invalid request body: `{what}` must be an object: {err}"))
-        })?;
-        Ok(Fields { map, at })
-    }
-
-    /// Takes `name`'s text; absent and `null` are both `None`.
-    fn raw(&mut self, name: &str) -> Option<&'a RawValue> {
-        self.map.remove(name).filter(|raw| raw.get() != "null")
-    }
-
+impl Fields {
     /// Takes `name`, typed; absent and `null` are both `None`.
     fn take<T: DeserializeOwned>(&mut self, name: &str) -> Result<Option<T>, ApiError> {
-        self.raw(name).map(|raw| serde_json::from_str(raw.get()).map_err(|err| self.invalid(name, &err))).transpose()
+        match self.map.remove(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(value) => serde_json::from_value(value)
+                .map(Some)
+                .map_err(|err| ApiError::bad_request(format!("invalid request body: `{}{name}`: {err}", self.at))),
+        }
     }
 
-    /// Takes `name`, a list, as its items' text.
-    fn take_list(&mut self, name: &str) -> Result<Option<Vec<&'a RawValue>>, ApiError> {
-        self.raw(name).map(|raw| serde_json::from_str(raw.get()).map_err(|err| self.invalid(name, &err))).transpose()
-    }
-
-    fn invalid(&self, name: &str, err: &serde_json::Error) -> ApiError {
-        ApiError::bad_request(format!("invalid request body: `{}{name}`: {err}", self.at))
-    }
-
-    /// The fields no one took, as JSON to pass on.
-    fn rest(self) -> Result<Map<String, Value>, ApiError> {
-        let at = self.at;
-        self.map
-            .into_iter()
-            .map(|(Key(name), raw)| {
-                let value = serde_json::from_str(raw.get())
-                    .map_err(|err| ApiError::bad_request(format!("invalid request body: `{at}{name}`: {err}")))?;
-                Ok((name.into_owned(), value))
-            })
-            .collect()
+    /// The fields no one took. An emptied map keeps the memory it was
+    /// parsed into, and the request holds it until it ends: when nothing
+    /// is left, an empty map that holds none takes its place.
+    fn rest(self) -> Map<String, Value> {
+        if self.map.is_empty() { Map::new() } else { self.map }
     }
 }
 
 /// Parses and checks a request body.
 pub fn parse(body: &[u8]) -> Result<Ingress<Options>, ApiError> {
-    let body: &RawValue =
+    let map: Map<String, Value> =
         serde_json::from_slice(body).map_err(|err| ApiError::bad_request(format!("invalid request body: {err}")))?;
-    if !body.get().starts_with('{') {
-        return Err(ApiError::bad_request("invalid request body: it must be a JSON object"));
-    }
-    let mut fields = Fields::of(body, String::new())?;
+    let mut fields = Fields { map, at: String::new() };
     let model: String =
         fields.take("model")?.ok_or_else(|| ApiError::bad_request("invalid request body: missing field `model`"))?;
-    let messages = fields
-        .take_list("messages")?
+    let messages: Vec<Map<String, Value>> = fields
+        .take("messages")?
         .ok_or_else(|| ApiError::bad_request("invalid request body: missing field `messages`"))?;
     if messages.is_empty() {
         return Err(ApiError::bad_request("`messages` must contain at least one message"));
@@ -208,16 +164,13 @@ pub fn parse(body: &[u8]) -> Result<Ingress<Options>, ApiError> {
         parallel_tool_calls: fields.take("parallel_tool_calls")?,
         response_format: fields.take::<WireResponseFormat>("response_format")?.map(response_format).transpose()?,
         reasoning_effort: fields.take("reasoning_effort")?,
-        extra: fields.rest()?,
+        extra: fields.rest(),
     };
     Ok(Ingress { model, stream, options: Options { include_usage }, request })
 }
 
-fn message((i, raw): (usize, &RawValue)) -> Result<Message, ApiError> {
-    if !raw.get().starts_with('{') {
-        return Err(ApiError::bad_request(format!("messages[{i}] must be an object")));
-    }
-    let mut fields = Fields::of(raw, format!("messages[{i}]."))?;
+fn message((i, map): (usize, Map<String, Value>)) -> Result<Message, ApiError> {
+    let mut fields = Fields { map, at: format!("messages[{i}].") };
     let role: String =
         fields.take("role")?.ok_or_else(|| ApiError::bad_request(format!("messages[{i}] has no `role`")))?;
     let role = match role.as_str() {
@@ -227,14 +180,10 @@ fn message((i, raw): (usize, &RawValue)) -> Result<Message, ApiError> {
         "tool" => Role::Tool,
         other => return Err(ApiError::bad_request(format!("messages[{i}].role {other:?} is not supported"))),
     };
-    let content = match fields.raw("content") {
+    let content = match fields.take::<Value>("content")? {
         None => Vec::new(),
-        Some(text) if text.get().starts_with('"') => {
-            let text = serde_json::from_str(text.get()).map_err(|err| fields.invalid("content", &err))?;
-            vec![Part::Text { text, cache: None }]
-        }
-        Some(parts) if parts.get().starts_with('[') => {
-            let parts: Vec<&RawValue> = serde_json::from_str(parts.get()).map_err(|err| fields.invalid("content", &err))?;
+        Some(Value::String(text)) => vec![Part::Text { text, cache: None }],
+        Some(Value::Array(parts)) => {
             parts.into_iter().enumerate().map(|part| content_part(i, part)).collect::<Result<_, _>>()?
         }
         Some(_) => {
@@ -255,15 +204,15 @@ fn message((i, raw): (usize, &RawValue)) -> Result<Message, ApiError> {
             .collect(),
         tool_call_id,
         name: fields.take("name")?,
-        extra: fields.rest()?,
+        extra: fields.rest(),
     })
 }
 
-fn content_part(i: usize, (j, part): (usize, &RawValue)) -> Result<Part, ApiError> {
-    if !part.get().starts_with('{') {
+fn content_part(i: usize, (j, part): (usize, Value)) -> Result<Part, ApiError> {
+    let Value::Object(map) = part else {
         return Err(ApiError::bad_request(format!("messages[{i}].content[{j}] must be an object")));
-    }
-    let mut fields = Fields::of(part, format!("messages[{i}].content[{j}]."))?;
+    };
+    let mut fields = Fields { map, at: format!("messages[{i}].content[{j}].") };
     let kind: String = fields.take("type")?.unwrap_or_default();
     match kind.as_str() {
         "text" => {
@@ -278,10 +227,10 @@ fn content_part(i: usize, (j, part): (usize, &RawValue)) -> Result<Part, ApiErro
             })?;
             Ok(Part::Image(Image { url: image.url, detail: image.detail, cache: fields.take("cache_control")? }))
         }
-        // A part baton does not translate goes on whole, as the client wrote it.
-        _ => serde_json::from_str(part.get())
-            .map(Part::Other)
-            .map_err(|err| ApiError::bad_request(format!("invalid request body: `messages[{i}].content[{j}]`: {err}"))),
+        _ => {
+            fields.map.insert("type".to_owned(), Value::String(kind));
+            Ok(Part::Other(Value::Object(fields.map)))
+        }
     }
 }
 
