@@ -64,10 +64,12 @@ impl RedisServer {
         }
     }
 
-    /// A `[state]` on this server, with a key prefix no other test uses.
+    /// A `[state]` on this server, with a key prefix no other test uses,
+    /// and a timeout a loaded machine's Redis answers within (past it a
+    /// replica would fall back to its own limits and the counts change).
     fn state_toml(&self, test: &str) -> String {
         format!(
-            "[state]\nbackend = \"redis\"\nredis_url = \"redis://127.0.0.1:{}\"\nkey_prefix = \"baton-test:{}:{test}:\"\n",
+            "[state]\nbackend = \"redis\"\nredis_url = \"redis://127.0.0.1:{}\"\nkey_prefix = \"baton-test:{}:{test}:\"\ntimeout_ms = 500\n",
             self.port,
             std::process::id()
         )
@@ -185,6 +187,31 @@ fn a_providers_quota_holds_across_two_replicas_and_the_rest_fails_over() {
             skips += text.lines().find_map(|l| l.strip_prefix(line)).map_or(0, |n| n.parse::<u64>().unwrap());
         }
         assert_eq!(skips, 6, "each of the others skipped it as over_quota");
+    });
+}
+
+#[test]
+fn an_attempt_the_shared_quota_refused_takes_nothing_from_the_replicas_own() {
+    run(HARD_LIMIT, async {
+        let mut redis = RedisServer::start();
+        let (limited, spare) = (MockProvider::openai().spawned().await, MockProvider::openai().spawned().await);
+        let chat = ChatConfig::new()
+            .deadlines(5000, 5000)
+            .mock("limited", &limited)
+            .provider_keys("rpm = 2")
+            .mock("spare", &spare);
+        let (a, b) = two_replicas(&format!("{}\n{}", redis.state_toml("not-sent"), chat.toml())).await;
+        for _ in 0..2 {
+            assert_eq!(answered_by(&b).await, "limited", "B uses the cluster's quota");
+        }
+        for _ in 0..2 {
+            assert_eq!(answered_by(&a).await, "spare", "the cluster's quota is spent: A fails over");
+        }
+        // Alone, A holds the quota to its own traffic: it sent nothing to `limited`,
+        // so its own limiter has both requests of the minute left.
+        redis.kill();
+        let answers = [answered_by(&a).await, answered_by(&a).await, answered_by(&a).await];
+        assert_eq!(answers, ["limited", "limited", "spare"], "the refused attempts were given back to A's own quota");
     });
 }
 

@@ -119,6 +119,7 @@ reachable() {
   done | tr '\n' ' '
 }
 for _ in $(seq 100); do [ "$(reachable)" = "True True True " ] && break; sleep 0.1; done # the first pings to Redis
+[ "$(reachable)" = "True True True " ] || { echo "FAILED: the replicas never reached Redis (see $dir/baton-*.log)" >&2; exit 1; }
 
 ask() { # url key
   curl -s -o /dev/null -w '%{http_code} %header{x-baton-provider} attempts=%header{x-baton-attempts}\n' \

@@ -96,6 +96,10 @@ pub enum Settlement {
     Broke(Class),
     /// It ended without an outcome: the client left, or a hedge lost.
     Abandoned,
+    /// A check after the policies (the quota shared across replicas)
+    /// refused it: nothing was sent, and every limit it took from is
+    /// given back whole, its request included.
+    NotSent,
 }
 
 /// What one policy holds for an admitted attempt until it ends.

@@ -73,11 +73,18 @@ struct QuotaTicket {
 impl Ticket for QuotaTicket {
     /// An answer's reported usage replaces the estimate; a failed or
     /// abandoned attempt gives its reservation back (a stream that broke
-    /// after commit keeps it: it was generating).
+    /// after commit keeps it: it was generating); one never sent gives
+    /// back its request too.
     fn settle(self: Box<Self>, how: Settlement) {
         let now = Instant::now();
         let mut quotas = self.quotas.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(tokens) = quotas.get_mut(&self.provider).and_then(|quota| quota.tokens.as_mut()) else { return };
+        let Some(quota) = quotas.get_mut(&self.provider) else { return };
+        if how == Settlement::NotSent
+            && let Some(requests) = quota.requests.as_mut()
+        {
+            requests.give_back(1, now);
+        }
+        let Some(tokens) = quota.tokens.as_mut() else { return };
         match how {
             Settlement::Completed(usage) if usage.input_tokens.is_some() || usage.output_tokens.is_some() => {
                 let used = usage.input_tokens.unwrap_or(0).saturating_add(usage.output_tokens.unwrap_or(0));
@@ -88,7 +95,7 @@ impl Ticket for QuotaTicket {
                 }
             }
             Settlement::Completed(_) | Settlement::Broke(_) => {}
-            Settlement::Failed(_) | Settlement::Abandoned => tokens.give_back(self.reserved, now),
+            Settlement::Failed(_) | Settlement::Abandoned | Settlement::NotSent => tokens.give_back(self.reserved, now),
         }
     }
 }

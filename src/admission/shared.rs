@@ -151,7 +151,7 @@ impl Ticket for ProviderTokens {
         let used = match how {
             Settlement::Completed(usage) => reported(usage),
             Settlement::Broke(_) => None,
-            Settlement::Failed(_) | Settlement::Abandoned => Some(0),
+            Settlement::Failed(_) | Settlement::Abandoned | Settlement::NotSent => Some(0),
         };
         if let Some(used) = used {
             self.tokens.settle_to(self.reserved, used);

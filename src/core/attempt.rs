@@ -73,10 +73,14 @@ struct Try<'a> {
     drill: Option<DrillFault>,
     /// Past open breakers and cooldowns: nothing else is left.
     last_resort: bool,
+    /// The request's trace, for an attempt dropped while it is sent.
+    trace: &'a TraceHandle,
+    /// Which retry of the target this is.
+    retry: u32,
 }
 
-/// An attempt under way, recorded in the request's trace as abandoned if
-/// it is dropped before it ends (a hedge that lost, a client that left),
+/// An attempt that was sent, recorded in the request's trace as abandoned
+/// if it is dropped before it ends (a hedge that lost, a client that left),
 /// so a trace shows every request sent.
 struct Unfinished<'a> {
     trace: &'a TraceHandle,
@@ -163,12 +167,8 @@ impl Engine {
         let mut retry = 0;
         loop {
             let started = Instant::now();
-            let one = Try { target, health: &health, drill, last_resort: forced };
-            let mut unfinished =
-                Unfinished { trace: plan.trace, target, health: &health, retry, started, ended: false };
-            let tried = self.try_once(&one, &req, route, started).await;
-            unfinished.ended = true;
-            let mut failure = match tried {
+            let one = Try { target, health: &health, drill, last_resort: forced, trace: plan.trace, retry };
+            let mut failure = match self.try_once(&one, &req, route, started).await {
                 Ok((mut opened, ttft)) => {
                     self.observe_attempt(plan, target, &health, retry, started, Ok(ttft));
                     opened.dropped = unsupported;
@@ -212,7 +212,7 @@ impl Engine {
         route: &Route,
         started: Instant,
     ) -> Result<(Opened, Duration), (Failure, Option<Instant>)> {
-        let Try { target, health, drill, last_resort } = *one;
+        let Try { target, health, drill, last_resort, trace, retry } = *one;
         let context_window = target.context_window;
         let candidate = Candidate { provider: &target.provider, context_window, request: req, health, last_resort };
         let skipped = |skip: Skip| {
@@ -221,9 +221,18 @@ impl Engine {
         };
         let mut tickets = self.admission.admit(&candidate).map_err(skipped)?;
         if let Some(store) = &self.store {
-            tickets.hold(take_provider_quota(store, &candidate).await.map_err(skipped)?);
+            match take_provider_quota(store, &candidate).await {
+                Ok(ticket) => tickets.hold(ticket),
+                Err(skip) => {
+                    tickets.settle(Settlement::NotSent);
+                    return Err(skipped(skip));
+                }
+            }
         }
-        match self.open(target, req, route, drill, started).await {
+        let mut sending = Unfinished { trace, target, health, retry, started, ended: false };
+        let opened = self.open(target, req, route, drill, started).await;
+        sending.ended = true;
+        match opened {
             Ok((held, rest, ttft)) => {
                 // A drill's answer says nothing about the provider: its tickets are abandoned.
                 let tickets = match drill {
