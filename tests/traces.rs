@@ -112,14 +112,18 @@ async fn traced_chat(url: &str) -> Received {
         "model": "chat", "stream": true, "stream_options": { "include_usage": true },
         "messages": [{ "role": "user", "content": "say something" }],
     });
-    let response = reqwest::Client::new()
+    read_response(traced_post(url, &body).await, std::time::Instant::now()).await
+}
+
+/// Posts `body` as a chat request in the client's trace.
+async fn traced_post(url: &str, body: &Value) -> reqwest::Response {
+    reqwest::Client::new()
         .post(format!("{url}/v1/chat/completions"))
         .header("traceparent", format!("00-{TRACE_ID}-{CLIENT_SPAN_ID}-01"))
-        .json(&body)
+        .json(body)
         .send()
         .await
-        .expect("baton answers");
-    read_response(response, std::time::Instant::now()).await
+        .expect("baton answers")
 }
 
 /// The usage chunk's `(prompt_tokens, completion_tokens)`.
@@ -281,14 +285,7 @@ fn a_request_refused_before_it_reaches_a_route_has_a_span_saying_why() {
         let state = traced_state(&receiver, ChatConfig::new().mock("p", &provider));
         let (url, server) = serve(state.clone()).await;
         let body = json!({ "model": "no-such-route", "messages": [{ "role": "user", "content": "hi" }] });
-        let response = reqwest::Client::new()
-            .post(format!("{url}/v1/chat/completions"))
-            .header("traceparent", format!("00-{TRACE_ID}-{CLIENT_SPAN_ID}-01"))
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), 404);
+        assert_eq!(traced_post(&url, &body).await.status(), 404);
         assert!(state.flush_traces(FLUSH_LIMIT).await);
         server.abort();
 
