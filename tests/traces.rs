@@ -196,6 +196,12 @@ fn a_failover_arrives_as_a_request_span_over_two_attempt_spans_in_the_clients_tr
         }
 
         let (failed, answered) = (attempts[0], attempts[1]);
+        // Each provider was sent its attempt's context, so a provider that traces continues the trace.
+        for (mock, span) in [(&primary, failed), (&secondary, answered)] {
+            let sent =
+                mock.requests().first().and_then(|r| r.headers.get("traceparent").cloned()).expect("a traceparent");
+            assert_eq!(sent, format!("00-{TRACE_ID}-{}-01", hex(&span.span_id)), "the attempt's own span, sampled");
+        }
         assert_eq!(failed.name, "chat claude-sim");
         let attrs = attributes(failed);
         let expected = [
@@ -319,6 +325,8 @@ fn without_an_endpoint_no_tracer_is_installed_and_requests_are_served_as_before(
         assert!(state.flush_traces(FLUSH_LIMIT).await, "nothing to flush");
         server.abort();
         assert!(receiver.spans().is_empty(), "nothing was exported");
+        let sent = secondary.requests().first().map(|r| r.headers.contains_key("traceparent"));
+        assert_eq!(sent, Some(false), "untraced, no trace context goes upstream");
     });
 }
 

@@ -15,7 +15,7 @@ use super::{AttemptRecord, Engine, Failure, Plan};
 use crate::admission::{Candidate, Settlement, Skip, Tickets, take_provider_quota};
 use crate::config::{Route, Target};
 use crate::event::{ChatRequest, Event};
-use crate::observe::traces::{AttemptOutcome, AttemptTrace, TraceHandle};
+use crate::observe::traces::{AttemptOutcome, AttemptSpan, AttemptStart, AttemptTrace, TraceHandle};
 use crate::providers::{EventStream, Opener, ProviderError, Upstream};
 use crate::request::Field;
 use crate::resilience::{ProviderHealth, backoff};
@@ -79,31 +79,25 @@ struct Try<'a> {
     retry: u32,
 }
 
-/// An attempt that was sent, recorded in the request's trace as abandoned
-/// if it is dropped before it ends (a hedge that lost, a client that left),
-/// so a trace shows every request sent.
+/// The span of an attempt being sent (when the request is traced), ended
+/// as abandoned if the attempt is dropped before it ends (a hedge that
+/// lost, a client that left), so a trace shows every request sent.
 struct Unfinished<'a> {
-    trace: &'a TraceHandle,
-    target: &'a Target,
+    span: Option<AttemptSpan>,
     health: &'a ProviderHealth,
-    retry: u32,
-    started: Instant,
-    /// The attempt ended and recorded itself.
-    ended: bool,
+}
+
+impl Unfinished<'_> {
+    /// The attempt ended: its span, for the outcome.
+    fn ended(&mut self) -> Option<AttemptSpan> {
+        self.span.take()
+    }
 }
 
 impl Drop for Unfinished<'_> {
     fn drop(&mut self) {
-        if !self.ended && self.trace.is_on() {
-            self.trace.attempt(AttemptTrace {
-                provider: &self.target.provider.name,
-                kind: self.target.provider.kind.name(),
-                model: &self.target.model,
-                retry: self.retry,
-                elapsed: self.started.elapsed(),
-                breaker: self.health.breaker.state(),
-                outcome: AttemptOutcome::Abandoned,
-            });
+        if let Some(span) = self.span.take() {
+            span.end(self.health.breaker.state(), AttemptOutcome::Abandoned);
         }
     }
 }
@@ -229,11 +223,17 @@ impl Engine {
                 }
             }
         }
-        let mut sending = Unfinished { trace, target, health, retry, started, ended: false };
-        let opened = self.open(target, req, route, drill, started).await;
-        sending.ended = true;
+        let provider = &target.provider;
+        let start = AttemptStart { provider: &provider.name, kind: provider.kind.name(), model: &target.model, retry };
+        let mut sending = Unfinished { span: trace.sending(&start), health };
+        let traceparent = sending.span.as_ref().and_then(AttemptSpan::traceparent);
+        let opened = self.open(target, req, route, drill, started, traceparent.as_deref()).await;
+        let span = sending.ended();
         match opened {
             Ok((held, rest, ttft)) => {
+                if let Some(span) = span {
+                    span.end(health.breaker.state(), AttemptOutcome::Committed { ttft });
+                }
                 // A drill's answer says nothing about the provider: its tickets are abandoned.
                 let tickets = match drill {
                     Some(_) => Tickets::default(),
@@ -251,6 +251,10 @@ impl Engine {
                 tickets.settle(Settlement::Failed(failure.class()));
                 if let (Failure::Provider(err), Some(key)) = (&mut failure, &target.provider.api_key) {
                     err.redact(key.expose());
+                }
+                if let Some(span) = span {
+                    let outcome = AttemptOutcome::Failed { class: failure.kind(), summary: failure.summary() };
+                    span.end(health.breaker.state(), outcome);
                 }
                 Err((failure, None))
             }
@@ -304,7 +308,8 @@ impl Engine {
                 tracing::debug!(request_id, provider, error = %failure, "attempt failure in the provider's words");
             }
         }
-        if plan.trace.is_on() {
+        // An attempt that was sent has its own span, from the moment it went.
+        if plan.trace.is_on() && matches!(result, Err(failure) if failure.is_skip()) {
             plan.trace.attempt(AttemptTrace {
                 provider,
                 kind: target.provider.kind.name(),
@@ -358,6 +363,7 @@ impl Engine {
         route: &Route,
         drill: Option<DrillFault>,
         started: Instant,
+        traceparent: Option<&str>,
     ) -> Result<(Vec<Event>, EventStream, Duration), Failure> {
         let reasoning = ReasoningRule {
             streamed: route.surface.stream_reasoning,
@@ -370,6 +376,7 @@ impl Engine {
             api_key: target.provider.api_key.as_ref().map(|key| key.expose()),
             model: &target.model,
             max_event_bytes: route.limits.max_event_bytes,
+            traceparent,
         };
         let drilled;
         let opener: &dyn Opener = match drill {

@@ -75,7 +75,11 @@ pub async fn open(
     req: &ChatRequest,
 ) -> Result<EventStream, ProviderError> {
     let adapter = kind.adapter();
-    let response = client.send(adapter.request(upstream, req)?).await.map_err(|err| match err {
+    let mut request = adapter.request(upstream, req)?;
+    if let Some(context) = upstream.traceparent.and_then(|context| http::HeaderValue::from_str(context).ok()) {
+        request.headers_mut().insert("traceparent", context);
+    }
+    let response = client.send(request).await.map_err(|err| match err {
         ClientError::Url(why) => ProviderError::Request(why.to_owned()),
         err => ProviderError::Connect(err.to_string()),
     })?;

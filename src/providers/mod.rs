@@ -85,6 +85,9 @@ pub struct Upstream<'a> {
     pub model: &'a str,
     /// The largest SSE event read from the answer; a larger one fails it.
     pub max_event_bytes: usize,
+    /// The attempt's W3C trace context, sent as `traceparent` when the
+    /// request is traced, so a provider that traces continues the trace.
+    pub traceparent: Option<&'a str>,
 }
 
 /// What opening an answer comes to: its events, or why there are none.

@@ -20,7 +20,7 @@ use opentelemetry_sdk::trace::span_processor_with_async_runtime::BatchSpanProces
 use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
 use thiserror::Error;
 
-pub use span::{AttemptOutcome, AttemptTrace, RequestEnd, TraceHandle};
+pub use span::{AttemptOutcome, AttemptSpan, AttemptStart, AttemptTrace, RequestEnd, TraceHandle};
 
 use crate::config::Telemetry;
 

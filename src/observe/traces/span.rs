@@ -72,6 +72,98 @@ pub struct AttemptTrace<'a> {
     pub outcome: AttemptOutcome,
 }
 
+/// Which attempt a span is for.
+pub struct AttemptStart<'a> {
+    /// The provider's name in the config.
+    pub provider: &'a str,
+    /// The provider's kind (`openai`, `anthropic`, `gemini`).
+    pub kind: &'static str,
+    /// The model asked of it.
+    pub model: &'a str,
+    /// Which retry of the target this was.
+    pub retry: u32,
+}
+
+impl AttemptTrace<'_> {
+    fn start(&self) -> AttemptStart<'_> {
+        AttemptStart { provider: self.provider, kind: self.kind, model: self.model, retry: self.retry }
+    }
+}
+
+impl Traced {
+    /// A client span under the request span for `attempt`, started at `at`.
+    fn start(&self, attempt: &AttemptStart<'_>, at: SystemTime) -> Span {
+        let attributes = vec![
+            KeyValue::new(OPERATION, "chat"),
+            KeyValue::new(PROVIDER, provider_name(attempt.kind)),
+            KeyValue::new(REQUEST_MODEL, attempt.model.to_owned()),
+            KeyValue::new(PROVIDER_NAME, attempt.provider.to_owned()),
+            KeyValue::new(RETRY, i64::from(attempt.retry)),
+        ];
+        self.tracer
+            .span_builder(format!("chat {}", attempt.model))
+            .with_kind(SpanKind::Client)
+            .with_start_time(at)
+            .with_attributes(attributes)
+            .start_with_context(&self.tracer, &self.cx)
+    }
+}
+
+/// The span of an attempt that was sent, open until it ends.
+pub struct AttemptSpan {
+    traced: Arc<Traced>,
+    span: Span,
+    kind: &'static str,
+    model: String,
+}
+
+impl AttemptSpan {
+    /// The attempt's W3C `traceparent`, for the request to the provider;
+    /// none when the span has no valid context.
+    pub fn traceparent(&self) -> Option<String> {
+        let context = self.span.span_context();
+        context
+            .is_valid()
+            .then(|| format!("00-{}-{}-{:02x}", context.trace_id(), context.span_id(), context.trace_flags().to_u8()))
+    }
+
+    /// Ends the attempt with its provider's `breaker` state then: now, or,
+    /// for an attempt that committed, when the request ends (its span then
+    /// carries the answer's token counts).
+    pub fn end(self, breaker: BreakerState, outcome: AttemptOutcome) {
+        let AttemptSpan { traced, mut span, kind, model } = self;
+        let now = SystemTime::now();
+        span.set_attribute(KeyValue::new(BREAKER_STATE, breaker_state(breaker)));
+        match outcome {
+            AttemptOutcome::Committed { ttft } => {
+                span.set_attributes([
+                    KeyValue::new(OUTCOME, "committed"),
+                    KeyValue::new(RESPONSE_MODEL, model),
+                    KeyValue::new(TIME_TO_FIRST_CHUNK, ttft.as_secs_f64()),
+                ]);
+                let earlier = traced.committed.lock().ok().and_then(|mut slot| slot.replace((span, kind)));
+                // An answer that broke and was resumed elsewhere: its attempt is over.
+                if let Some((mut earlier, _)) = earlier {
+                    earlier.end_with_timestamp(now);
+                }
+            }
+            AttemptOutcome::Failed { class, summary } => {
+                span.set_attributes([
+                    KeyValue::new(OUTCOME, "failed"),
+                    KeyValue::new(FAILURE_CLASS, class),
+                    KeyValue::new(ERROR_TYPE, class),
+                ]);
+                span.set_status(Status::error(summary));
+                span.end_with_timestamp(now);
+            }
+            AttemptOutcome::Abandoned => {
+                span.set_attribute(KeyValue::new(OUTCOME, "abandoned"));
+                span.end_with_timestamp(now);
+            }
+        }
+    }
+}
+
 /// How the request ended, for its span.
 pub struct RequestEnd<'a> {
     /// `ok`, or the failure class or error kind it ended with.
@@ -137,53 +229,23 @@ impl TraceHandle {
         self.0.is_some()
     }
 
-    /// Records one attempt as a child of the request span, ending now. A
-    /// committed attempt's span stays open until the request ends.
+    /// Records one attempt that was never sent (a target passed over) as
+    /// a child of the request span, ending now.
     pub fn attempt(&self, attempt: AttemptTrace<'_>) {
         let Some(traced) = &self.0 else { return };
         let now = SystemTime::now();
-        let mut attributes = vec![
-            KeyValue::new(OPERATION, "chat"),
-            KeyValue::new(PROVIDER, provider_name(attempt.kind)),
-            KeyValue::new(REQUEST_MODEL, attempt.model.to_owned()),
-            KeyValue::new(PROVIDER_NAME, attempt.provider.to_owned()),
-            KeyValue::new(RETRY, i64::from(attempt.retry)),
-            KeyValue::new(BREAKER_STATE, breaker_state(attempt.breaker)),
-        ];
-        match &attempt.outcome {
-            AttemptOutcome::Committed { ttft } => attributes.extend([
-                KeyValue::new(OUTCOME, "committed"),
-                KeyValue::new(RESPONSE_MODEL, attempt.model.to_owned()),
-                KeyValue::new(TIME_TO_FIRST_CHUNK, ttft.as_secs_f64()),
-            ]),
-            AttemptOutcome::Failed { class, .. } => attributes.extend([
-                KeyValue::new(OUTCOME, "failed"),
-                KeyValue::new(FAILURE_CLASS, *class),
-                KeyValue::new(ERROR_TYPE, *class),
-            ]),
-            AttemptOutcome::Abandoned => attributes.push(KeyValue::new(OUTCOME, "abandoned")),
-        }
-        let mut span = traced
-            .tracer
-            .span_builder(format!("chat {}", attempt.model))
-            .with_kind(SpanKind::Client)
-            .with_start_time(now.checked_sub(attempt.elapsed).unwrap_or(now))
-            .with_attributes(attributes)
-            .start_with_context(&traced.tracer, &traced.cx);
-        match attempt.outcome {
-            AttemptOutcome::Committed { .. } => {
-                let earlier = traced.committed.lock().ok().and_then(|mut slot| slot.replace((span, attempt.kind)));
-                // An answer that broke and was resumed elsewhere: its attempt is over.
-                if let Some((mut earlier, _)) = earlier {
-                    earlier.end_with_timestamp(now);
-                }
-            }
-            AttemptOutcome::Failed { summary, .. } => {
-                span.set_status(Status::error(summary));
-                span.end_with_timestamp(now);
-            }
-            AttemptOutcome::Abandoned => span.end_with_timestamp(now),
-        }
+        let start = attempt.start();
+        let span = traced.start(&start, now.checked_sub(attempt.elapsed).unwrap_or(now));
+        let sent = AttemptSpan { traced: Arc::clone(traced), span, kind: attempt.kind, model: start.model.to_owned() };
+        sent.end(attempt.breaker, attempt.outcome);
+    }
+
+    /// Opens the span of an attempt about to be sent, as a child of the
+    /// request span: its context goes to the provider as `traceparent`.
+    pub fn sending(&self, start: &AttemptStart<'_>) -> Option<AttemptSpan> {
+        let traced = self.0.as_ref()?;
+        let span = traced.start(start, SystemTime::now());
+        Some(AttemptSpan { traced: Arc::clone(traced), span, kind: start.kind, model: start.model.to_owned() })
     }
 
     /// Ends the committed attempt's span and the request's, with how the
