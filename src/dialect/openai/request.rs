@@ -5,8 +5,11 @@
 //!
 //! [`parse`] is public so `tests/fuzz.rs` can feed it arbitrary bodies directly.
 
+use std::borrow::Cow;
+use std::marker::PhantomData;
+
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
+use serde::de::{self, DeserializeOwned, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
 use crate::dialect::{ApiError, Ingress};
@@ -97,7 +100,7 @@ struct WireImageUrl {
     detail: Option<String>,
 }
 
-/// The fields of a body, taken out one by one: what is left is passed on.
+/// The fields of a content part, taken out one by one: what is left is passed on.
 struct Fields {
     map: Map<String, Value>,
     at: String,
@@ -113,66 +116,232 @@ impl Fields {
                 .map_err(|err| ApiError::bad_request(format!("invalid request body: `{}{name}`: {err}", self.at))),
         }
     }
+}
 
-    /// The fields no one took. An emptied map keeps the memory it was
-    /// parsed into, and the request holds it until it ends: when nothing
-    /// is left, an empty map that holds none takes its place.
-    fn rest(self) -> Map<String, Value> {
-        if self.map.is_empty() { Map::new() } else { self.map }
+/// A body as it is read: each field baton translates parsed straight into
+/// its type, every other kept as the client sent it.
+#[derive(Default)]
+struct WireBody {
+    model: Option<String>,
+    messages: Option<Vec<WireMessage>>,
+    n: Option<u32>,
+    stream: Option<bool>,
+    stream_options: Option<StreamOptions>,
+    max_completion_tokens: Option<u32>,
+    max_tokens: Option<u32>,
+    tools: Option<Vec<WireTool>>,
+    temperature: Option<f64>,
+    top_p: Option<f64>,
+    stop: Option<Stop>,
+    tool_choice: Option<WireToolChoice>,
+    parallel_tool_calls: Option<bool>,
+    response_format: Option<WireResponseFormat>,
+    reasoning_effort: Option<String>,
+    extra: Map<String, Value>,
+}
+
+/// One message as it is read, like the body.
+#[derive(Default)]
+struct WireMessage {
+    role: Option<String>,
+    content: Option<Value>,
+    tool_calls: Option<Vec<WireToolCall>>,
+    tool_call_id: Option<String>,
+    name: Option<String>,
+    extra: Map<String, Value>,
+}
+
+/// A field's value parsed straight into `T`; its error names the field by
+/// its path (`temperature`, `messages[2].name`).
+struct Labeled<T> {
+    message: Option<usize>,
+    name: &'static str,
+    parsed: PhantomData<T>,
+}
+
+fn labeled<T>(message: Option<usize>, name: &'static str) -> Labeled<T> {
+    Labeled { message, name, parsed: PhantomData }
+}
+
+impl<'de, T: Deserialize<'de>> DeserializeSeed<'de> for Labeled<T> {
+    type Value = T;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<T, D::Error> {
+        T::deserialize(deserializer).map_err(|err| match self.message {
+            Some(i) => de::Error::custom(format_args!("`messages[{i}].{}`: {err}", self.name)),
+            None => de::Error::custom(format_args!("`{}`: {err}", self.name)),
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for WireBody {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(BodyVisitor)
+    }
+}
+
+struct BodyVisitor;
+
+impl<'de> Visitor<'de> for BodyVisitor {
+    type Value = WireBody;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a chat completion request, a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<WireBody, A::Error> {
+        let mut body = WireBody::default();
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            match key.as_ref() {
+                "model" => body.model = map.next_value_seed(labeled(None, "model"))?,
+                "messages" => body.messages = map.next_value_seed(Messages)?,
+                "n" => body.n = map.next_value_seed(labeled(None, "n"))?,
+                "stream" => body.stream = map.next_value_seed(labeled(None, "stream"))?,
+                "stream_options" => body.stream_options = map.next_value_seed(labeled(None, "stream_options"))?,
+                "max_completion_tokens" => {
+                    body.max_completion_tokens = map.next_value_seed(labeled(None, "max_completion_tokens"))?;
+                }
+                "max_tokens" => body.max_tokens = map.next_value_seed(labeled(None, "max_tokens"))?,
+                "tools" => body.tools = map.next_value_seed(labeled(None, "tools"))?,
+                "temperature" => body.temperature = map.next_value_seed(labeled(None, "temperature"))?,
+                "top_p" => body.top_p = map.next_value_seed(labeled(None, "top_p"))?,
+                "stop" => body.stop = map.next_value_seed(labeled(None, "stop"))?,
+                "tool_choice" => body.tool_choice = map.next_value_seed(labeled(None, "tool_choice"))?,
+                "parallel_tool_calls" => {
+                    body.parallel_tool_calls = map.next_value_seed(labeled(None, "parallel_tool_calls"))?
+                }
+                "response_format" => body.response_format = map.next_value_seed(labeled(None, "response_format"))?,
+                "reasoning_effort" => body.reasoning_effort = map.next_value_seed(labeled(None, "reasoning_effort"))?,
+                _ => {
+                    let value = map.next_value()?;
+                    body.extra.insert(key.into_owned(), value);
+                }
+            }
+        }
+        Ok(body)
+    }
+}
+
+/// The messages, each read knowing its place for its errors.
+struct Messages;
+
+impl<'de> DeserializeSeed<'de> for Messages {
+    type Value = Option<Vec<WireMessage>>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_option(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Messages {
+    type Value = Option<Vec<WireMessage>>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("`messages`, a list of messages")
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_seq(self)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        // The hint is the client's: bounded, so it cannot reserve much before a message is read.
+        let mut messages = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
+        while let Some(message) = seq.next_element_seed(MessageAt(messages.len()))? {
+            messages.push(message);
+        }
+        Ok(Some(messages))
+    }
+}
+
+/// Message `i` of the conversation.
+struct MessageAt(usize);
+
+impl<'de> DeserializeSeed<'de> for MessageAt {
+    type Value = WireMessage;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<WireMessage, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for MessageAt {
+    type Value = WireMessage;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "messages[{}] to be an object", self.0)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<WireMessage, A::Error> {
+        let mut message = WireMessage::default();
+        let i = Some(self.0);
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            match key.as_ref() {
+                "role" => message.role = map.next_value_seed(labeled(i, "role"))?,
+                "content" => message.content = map.next_value_seed(labeled(i, "content"))?,
+                "tool_calls" => message.tool_calls = map.next_value_seed(labeled(i, "tool_calls"))?,
+                "tool_call_id" => message.tool_call_id = map.next_value_seed(labeled(i, "tool_call_id"))?,
+                "name" => message.name = map.next_value_seed(labeled(i, "name"))?,
+                _ => {
+                    let value = map.next_value()?;
+                    message.extra.insert(key.into_owned(), value);
+                }
+            }
+        }
+        Ok(message)
     }
 }
 
 /// Parses and checks a request body.
 pub fn parse(body: &[u8]) -> Result<Ingress<Options>, ApiError> {
-    let map: Map<String, Value> =
+    let body: WireBody =
         serde_json::from_slice(body).map_err(|err| ApiError::bad_request(format!("invalid request body: {err}")))?;
-    let mut fields = Fields { map, at: String::new() };
-    let model: String =
-        fields.take("model")?.ok_or_else(|| ApiError::bad_request("invalid request body: missing field `model`"))?;
-    let messages: Vec<Map<String, Value>> = fields
-        .take("messages")?
-        .ok_or_else(|| ApiError::bad_request("invalid request body: missing field `messages`"))?;
+    let model = body.model.ok_or_else(|| ApiError::bad_request("invalid request body: missing field `model`"))?;
+    let messages =
+        body.messages.ok_or_else(|| ApiError::bad_request("invalid request body: missing field `messages`"))?;
     if messages.is_empty() {
         return Err(ApiError::bad_request("`messages` must contain at least one message"));
     }
-    if fields.take::<u32>("n")?.is_some_and(|n| n != 1) {
+    if body.n.is_some_and(|n| n != 1) {
         return Err(ApiError::bad_request("`n` other than 1 is not supported"));
     }
-    let stream = fields.take("stream")?.unwrap_or(false);
-    let include_usage = fields.take::<StreamOptions>("stream_options")?.is_some_and(|options| options.include_usage);
     let messages = messages.into_iter().enumerate().map(message).collect::<Result<_, _>>()?;
-    let max_completion_tokens = fields.take("max_completion_tokens")?;
-    let max_tokens = fields.take("max_tokens")?;
-    let tools = fields.take::<Vec<WireTool>>("tools")?.unwrap_or_default();
-    let tools = tools.into_iter().enumerate().map(tool).collect::<Result<_, _>>()?;
+    let tools = body.tools.unwrap_or_default().into_iter().enumerate().map(tool).collect::<Result<_, _>>()?;
     let request = ChatRequest {
         messages,
-        max_tokens: max_completion_tokens.or(max_tokens),
-        limit_field: match max_completion_tokens {
+        max_tokens: body.max_completion_tokens.or(body.max_tokens),
+        limit_field: match body.max_completion_tokens {
             Some(_) => LimitField::MaxCompletionTokens,
             None => LimitField::MaxTokens,
         },
-        temperature: fields.take("temperature")?,
-        top_p: fields.take("top_p")?,
-        stop: match fields.take("stop")? {
+        temperature: body.temperature,
+        top_p: body.top_p,
+        stop: match body.stop {
             None => Vec::new(),
             Some(Stop::One(stop)) => vec![stop],
             Some(Stop::Many(stops)) => stops,
         },
         tools,
-        tool_choice: fields.take::<WireToolChoice>("tool_choice")?.map(tool_choice).transpose()?,
-        parallel_tool_calls: fields.take("parallel_tool_calls")?,
-        response_format: fields.take::<WireResponseFormat>("response_format")?.map(response_format).transpose()?,
-        reasoning_effort: fields.take("reasoning_effort")?,
-        extra: fields.rest(),
+        tool_choice: body.tool_choice.map(tool_choice).transpose()?,
+        parallel_tool_calls: body.parallel_tool_calls,
+        response_format: body.response_format.map(response_format).transpose()?,
+        reasoning_effort: body.reasoning_effort,
+        extra: body.extra,
     };
-    Ok(Ingress { model, stream, options: Options { include_usage }, request })
+    let include_usage = body.stream_options.is_some_and(|options| options.include_usage);
+    Ok(Ingress { model, stream: body.stream.unwrap_or(false), options: Options { include_usage }, request })
 }
 
-fn message((i, map): (usize, Map<String, Value>)) -> Result<Message, ApiError> {
-    let mut fields = Fields { map, at: format!("messages[{i}].") };
-    let role: String =
-        fields.take("role")?.ok_or_else(|| ApiError::bad_request(format!("messages[{i}] has no `role`")))?;
+fn message((i, wire): (usize, WireMessage)) -> Result<Message, ApiError> {
+    let role = wire.role.ok_or_else(|| ApiError::bad_request(format!("messages[{i}] has no `role`")))?;
     let role = match role.as_str() {
         "system" | "developer" => Role::System,
         "user" => Role::User,
@@ -180,8 +349,8 @@ fn message((i, map): (usize, Map<String, Value>)) -> Result<Message, ApiError> {
         "tool" => Role::Tool,
         other => return Err(ApiError::bad_request(format!("messages[{i}].role {other:?} is not supported"))),
     };
-    let content = match fields.take::<Value>("content")? {
-        None => Vec::new(),
+    let content = match wire.content {
+        None | Some(Value::Null) => Vec::new(),
         Some(Value::String(text)) => vec![Part::Text { text, cache: None }],
         Some(Value::Array(parts)) => {
             parts.into_iter().enumerate().map(|part| content_part(i, part)).collect::<Result<_, _>>()?
@@ -190,21 +359,21 @@ fn message((i, map): (usize, Map<String, Value>)) -> Result<Message, ApiError> {
             return Err(ApiError::bad_request(format!("messages[{i}].content must be a string or an array of parts")));
         }
     };
-    let tool_calls = fields.take::<Vec<WireToolCall>>("tool_calls")?.unwrap_or_default();
-    let tool_call_id = fields.take::<String>("tool_call_id")?;
-    if role == Role::Tool && tool_call_id.is_none() {
+    if role == Role::Tool && wire.tool_call_id.is_none() {
         return Err(ApiError::bad_request(format!("messages[{i}] has role \"tool\" but no `tool_call_id`")));
     }
     Ok(Message {
         role,
         content,
-        tool_calls: tool_calls
+        tool_calls: wire
+            .tool_calls
+            .unwrap_or_default()
             .into_iter()
             .map(|call| ToolCall { id: call.id, name: call.function.name, arguments: call.function.arguments })
             .collect(),
-        tool_call_id,
-        name: fields.take("name")?,
-        extra: fields.rest(),
+        tool_call_id: wire.tool_call_id,
+        name: wire.name,
+        extra: wire.extra,
     })
 }
 
