@@ -231,9 +231,6 @@ impl Engine {
         let span = sending.ended();
         match opened {
             Ok((held, rest, ttft)) => {
-                if let Some(span) = span {
-                    span.end(health.breaker.state(), AttemptOutcome::Committed { ttft });
-                }
                 // A drill's answer says nothing about the provider: its tickets are abandoned.
                 let tickets = match drill {
                     Some(_) => Tickets::default(),
@@ -242,6 +239,10 @@ impl Engine {
                         tickets
                     }
                 };
+                // After the commit, which closes a probing breaker.
+                if let Some(span) = span {
+                    span.end(health.breaker.state(), AttemptOutcome::Committed { ttft });
+                }
                 Ok((Opened { held, rest, tickets, dropped: Vec::new() }, ttft))
             }
             Err(mut failure) => {

@@ -167,10 +167,60 @@ impl<'de, T: Deserialize<'de>> DeserializeSeed<'de> for Labeled<T> {
     type Value = T;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<T, D::Error> {
-        T::deserialize(deserializer).map_err(|err| match self.message {
-            Some(i) => de::Error::custom(format_args!("`messages[{i}].{}`: {err}", self.name)),
-            None => de::Error::custom(format_args!("`{}`: {err}", self.name)),
+        T::deserialize(deserializer).map_err(|err| {
+            // The parser adds the position to the labelled error again: say it once.
+            let err = err.to_string();
+            let err = without_position(&err);
+            match self.message {
+                Some(i) => de::Error::custom(format_args!("`messages[{i}].{}`: {err}", self.name)),
+                None => de::Error::custom(format_args!("`{}`: {err}", self.name)),
+            }
         })
+    }
+}
+
+/// A field's name: borrowed from the body, unless it has escapes to undo.
+struct Key<'de>(Cow<'de, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_str(KeyVisitor)
+    }
+}
+
+struct KeyVisitor;
+
+impl<'de> Visitor<'de> for KeyVisitor {
+    type Value = Key<'de>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a field name")
+    }
+
+    fn visit_borrowed_str<E: de::Error>(self, name: &'de str) -> Result<Key<'de>, E> {
+        Ok(Key(Cow::Borrowed(name)))
+    }
+
+    fn visit_str<E: de::Error>(self, name: &str) -> Result<Key<'de>, E> {
+        Ok(Key(Cow::Owned(name.to_owned())))
+    }
+
+    fn visit_string<E: de::Error>(self, name: String) -> Result<Key<'de>, E> {
+        Ok(Key(Cow::Owned(name)))
+    }
+}
+
+/// `message` without serde_json's closing "at line L column C".
+fn without_position(message: &str) -> &str {
+    match message.rsplit_once(" at line ") {
+        Some((head, tail))
+            if tail.split_once(" column ").is_some_and(|(line, column)| {
+                [line, column].iter().all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+            }) =>
+        {
+            head
+        }
+        _ => message,
     }
 }
 
@@ -191,7 +241,7 @@ impl<'de> Visitor<'de> for BodyVisitor {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<WireBody, A::Error> {
         let mut body = WireBody::default();
-        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+        while let Some(Key(key)) = map.next_key()? {
             match key.as_ref() {
                 "model" => body.model = map.next_value_seed(labeled(None, "model"))?,
                 "messages" => body.messages = map.next_value_seed(Messages)?,
@@ -283,7 +333,7 @@ impl<'de> Visitor<'de> for MessageAt {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<WireMessage, A::Error> {
         let mut message = WireMessage::default();
         let i = Some(self.0);
-        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+        while let Some(Key(key)) = map.next_key()? {
             match key.as_ref() {
                 "role" => message.role = map.next_value_seed(labeled(i, "role"))?,
                 "content" => message.content = map.next_value_seed(labeled(i, "content"))?,

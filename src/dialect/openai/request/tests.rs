@@ -200,6 +200,22 @@ fn a_bad_field_is_refused_by_its_path() {
 }
 
 #[test]
+fn a_field_name_written_with_escapes_is_the_same_field() {
+    let body = br#"{"mod\u0065l": "chat", "messages": [{"r\u006fle": "user", "content": "hi"}], "x\u0079": 1}"#;
+    let ingress = parse(body).unwrap_or_else(|err| panic!("{}", err.message()));
+    assert_eq!((ingress.model.as_str(), ingress.request.messages[0].role), ("chat", Role::User));
+    assert_eq!(ingress.request.extra.get("xy"), Some(&json!(1)), "an unknown field keeps its unescaped name");
+}
+
+#[test]
+fn a_refusal_names_the_field_and_says_where_once() {
+    let body = json!({ "model": "chat", "messages": [{ "role": "user", "content": "hi", "name": 7 }] });
+    let message = refusal(&body);
+    assert!(message.starts_with("invalid request body: `messages[0].name`: invalid type: integer `7`"), "{message}");
+    assert_eq!(message.matches(" at line ").count(), 1, "{message}");
+}
+
+#[test]
 fn a_tool_message_without_its_call_id_is_refused() {
     let body = json!({ "model": "chat", "messages": [
         { "role": "user", "content": "hi" },
