@@ -78,6 +78,13 @@ pub struct Usage {
 }
 
 impl Usage {
+    /// Input and output tokens together, when the provider reported either:
+    /// what a token limit's reservation is settled to.
+    pub fn reported_tokens(&self) -> Option<u64> {
+        (self.input_tokens.is_some() || self.output_tokens.is_some())
+            .then(|| self.input_tokens.unwrap_or(0).saturating_add(self.output_tokens.unwrap_or(0)))
+    }
+
     /// Folds a later report into this one: providers send running totals, so a
     /// newer count replaces an older one and a missing count keeps the old.
     pub fn merge(&mut self, later: Usage) {

@@ -409,14 +409,8 @@ impl Settle for GateTicket {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let key = ended.key.and_then(|key| state.keys.get_mut(key));
         if let Some(tokens) = key.and_then(|key| key.tokens.as_mut()) {
-            let usage = ended.usage;
-            if usage.input_tokens.is_some() || usage.output_tokens.is_some() {
-                let used = usage.input_tokens.unwrap_or(0).saturating_add(usage.output_tokens.unwrap_or(0));
-                if used < self.reserved {
-                    tokens.give_back(self.reserved - used, now);
-                } else {
-                    tokens.charge(used - self.reserved, now);
-                }
+            if let Some(used) = ended.usage.reported_tokens() {
+                tokens.settle(self.reserved, used, now);
             } else if !ended.committed {
                 tokens.give_back(self.reserved, now);
             }

@@ -46,6 +46,16 @@ impl Gcra {
         self.paid_until = self.paid_until.checked_sub(back).unwrap_or(now).max(now);
     }
 
+    /// Replaces a reservation of `reserved` units by the `used` ones: gives
+    /// back what was not used, or charges what went past it.
+    pub fn settle(&mut self, reserved: u64, used: u64, now: Instant) {
+        if used < reserved {
+            self.give_back(reserved - used, now);
+        } else {
+            self.charge(used - reserved, now);
+        }
+    }
+
     /// How many units could be taken at `now`: the full limit when idle.
     pub fn available(&self, now: Instant) -> u64 {
         let horizon = now.checked_add(WINDOW).unwrap_or(now);

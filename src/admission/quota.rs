@@ -86,15 +86,12 @@ impl Ticket for QuotaTicket {
         }
         let Some(tokens) = quota.tokens.as_mut() else { return };
         match how {
-            Settlement::Completed(usage) if usage.input_tokens.is_some() || usage.output_tokens.is_some() => {
-                let used = usage.input_tokens.unwrap_or(0).saturating_add(usage.output_tokens.unwrap_or(0));
-                if used < self.reserved {
-                    tokens.give_back(self.reserved - used, now);
-                } else {
-                    tokens.charge(used - self.reserved, now);
+            Settlement::Completed(usage) => {
+                if let Some(used) = usage.reported_tokens() {
+                    tokens.settle(self.reserved, used, now);
                 }
             }
-            Settlement::Completed(_) | Settlement::Broke(_) => {}
+            Settlement::Broke(_) => {}
             Settlement::Failed(_) | Settlement::Abandoned | Settlement::NotSent => tokens.give_back(self.reserved, now),
         }
     }

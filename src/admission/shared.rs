@@ -14,7 +14,7 @@ use super::gate::{Admitted, Refusal, RequestGate};
 use super::{Candidate, Settlement, Skip, SkipReason, Ticket};
 use crate::access::ClientKey;
 use crate::config::{Config, Route};
-use crate::event::{ChatRequest, Usage};
+use crate::event::ChatRequest;
 use crate::observe::Ended;
 use crate::state::{Adjust, Limit, Store, Taken};
 
@@ -79,7 +79,7 @@ impl SharedTokens {
     /// Replaces the `reserved` tokens by what the request used (see
     /// [`GateTicket`](super::GateTicket)'s settlement for the rule).
     pub(super) fn settle(&self, reserved: u64, ended: &Ended<'_>) {
-        let settled = match reported(ended.usage) {
+        let settled = match ended.usage.reported_tokens() {
             Some(used) => Some(used),
             None if !ended.committed => Some(0),
             None => None,
@@ -95,12 +95,6 @@ impl SharedTokens {
             if used < reserved { (Adjust::GiveBack, reserved - used) } else { (Adjust::Charge, used - reserved) };
         self.store.settle_later(&Limit { amount, ..self.tokens.clone() }, how);
     }
-}
-
-/// The tokens a usage report says were used, if it says.
-fn reported(usage: Usage) -> Option<u64> {
-    (usage.input_tokens.is_some() || usage.output_tokens.is_some())
-        .then(|| usage.input_tokens.unwrap_or(0).saturating_add(usage.output_tokens.unwrap_or(0)))
 }
 
 /// Takes one attempt on `candidate`'s provider from the provider's `rpm`
@@ -149,7 +143,7 @@ impl Ticket for ProviderTokens {
     /// stream broke (it was generating).
     fn settle(self: Box<Self>, how: Settlement) {
         let used = match how {
-            Settlement::Completed(usage) => reported(usage),
+            Settlement::Completed(usage) => usage.reported_tokens(),
             Settlement::Broke(_) => None,
             Settlement::Failed(_) | Settlement::Abandoned | Settlement::NotSent => Some(0),
         };

@@ -167,10 +167,11 @@ impl Drop for RequestWatch {
         if self.winner.is_some() {
             self.metrics.tokens(provider, input, output);
         }
-        let cost_usd = self.winner.as_ref().and(self.price).and_then(|price| {
-            let reported = self.usage.input_tokens.is_some() || self.usage.output_tokens.is_some();
-            reported.then(|| price.cost(self.usage))
-        });
+        let cost_usd = self
+            .winner
+            .as_ref()
+            .and(self.price)
+            .and_then(|price| self.usage.reported_tokens().map(|_| price.cost(self.usage)));
         let key = self.key.as_deref();
         if let Some(cost) = cost_usd {
             self.metrics.cost(&self.route, provider, key.unwrap_or(NO_KEY), cost);
