@@ -40,19 +40,15 @@ const DOWNGRADED: &str = "x-baton-downgraded";
 pub(super) async fn chat<D: Dialect>(State(state): State<AppState>, request: Request) -> Response {
     let id = request_id(request.headers());
     let mut trace = state.tracer().map(|tracer| tracer.begin(request.headers()));
-    let mut response = match Guarded::new(serve::<D>(&state, Arc::clone(&id), request, &mut trace)).await {
-        Ok(Ok(response)) => response,
-        Ok(Err(err)) => {
+    let served = Guarded::new(serve::<D>(&state, Arc::clone(&id), request, &mut trace)).await.unwrap_or_else(|panic| {
+        tracing::error!(request_id = %id, panic = %panic, "request panicked");
+        state.engine().metrics().client_fault("panic");
+        Err(ApiError::internal())
+    });
+    let mut response = match served {
+        Ok(response) => response,
+        Err(err) => {
             // Refused before a route took the trace: the request still gets its span.
-            if let Some(trace) = trace.take() {
-                trace.refused(err.code(), err.status().as_u16());
-            }
-            error::respond::<D>(err)
-        }
-        Err(panic) => {
-            tracing::error!(request_id = %id, panic = %panic, "request panicked");
-            state.engine().metrics().client_fault("panic");
-            let err = ApiError::internal();
             if let Some(trace) = trace.take() {
                 trace.refused(err.code(), err.status().as_u16());
             }
