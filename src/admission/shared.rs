@@ -32,12 +32,7 @@ impl RequestGate {
         let mut admitted = self.admit(config, key, route, request)?;
         let (Some(store), Some(key)) = (&self.store, key) else { return Ok(admitted) };
         let reserved = admitted.ticket.reserved;
-        let limits: Vec<Limit> = [(key.rpm, "rpm", 1), (key.tpm, "tpm", reserved)]
-            .into_iter()
-            .filter_map(|(limit, unit, amount)| {
-                limit.map(|per_minute| Limit { name: format!("key:{}:{unit}", key.name), per_minute, amount })
-            })
-            .collect();
+        let limits = per_minute(&format!("key:{}", key.name), key.rpm, key.tpm, reserved);
         if limits.is_empty() {
             return Ok(admitted);
         }
@@ -45,8 +40,7 @@ impl RequestGate {
             // The store did not answer: the local limiters decided.
             None => Ok(admitted),
             Some(Taken::Admitted) => {
-                let tokens = limits.into_iter().find(|limit| limit.name.ends_with(":tpm"));
-                admitted.ticket.shared = tokens.map(|tokens| SharedTokens { store: Arc::clone(store), tokens });
+                admitted.ticket.shared = SharedTokens::among(store, limits);
                 Ok(admitted)
             }
             Some(Taken::Refused { index, retry_after }) => {
@@ -75,7 +69,24 @@ pub(super) struct SharedTokens {
     tokens: Limit,
 }
 
+/// The shared limits of `holder` (`key:web`, `provider:openai`): its `rpm`
+/// takes one request, its `tpm` the `reserved` tokens.
+fn per_minute(holder: &str, rpm: Option<u64>, tpm: Option<u64>, reserved: u64) -> Vec<Limit> {
+    [(rpm, "rpm", 1), (tpm, "tpm", reserved)]
+        .into_iter()
+        .filter_map(|(limit, unit, amount)| {
+            limit.map(|per_minute| Limit { name: format!("{holder}:{unit}"), per_minute, amount })
+        })
+        .collect()
+}
+
 impl SharedTokens {
+    /// The token reservation among `limits` just taken, kept to be settled.
+    fn among(store: &Arc<Store>, limits: Vec<Limit>) -> Option<SharedTokens> {
+        let tokens = limits.into_iter().find(|limit| limit.name.ends_with(":tpm"))?;
+        Some(SharedTokens { store: Arc::clone(store), tokens })
+    }
+
     /// Replaces the `reserved` tokens by what the request used (see
     /// [`GateTicket`](super::GateTicket)'s settlement for the rule).
     pub(super) fn settle(&self, reserved: u64, ended: &Ended<'_>) {
@@ -110,17 +121,11 @@ pub async fn take_provider_quota(
         return Ok(None);
     }
     let reserved = if provider.tpm.is_some() { candidate.request.estimated_tokens() } else { 0 };
-    let limits: Vec<Limit> = [(provider.rpm, "rpm", 1), (provider.tpm, "tpm", reserved)]
-        .into_iter()
-        .filter_map(|(limit, unit, amount)| {
-            limit.map(|per_minute| Limit { name: format!("provider:{}:{unit}", provider.name), per_minute, amount })
-        })
-        .collect();
+    let limits = per_minute(&format!("provider:{}", provider.name), provider.rpm, provider.tpm, reserved);
     match store.call(|state| state.take(&limits)).await {
         None => Ok(None),
         Some(Taken::Admitted) => {
-            let tokens = limits.into_iter().find(|limit| limit.name.ends_with(":tpm"));
-            let shared = tokens.map(|tokens| SharedTokens { store: Arc::clone(store), tokens });
+            let shared = SharedTokens::among(store, limits);
             Ok(shared.map(|tokens| Box::new(ProviderTokens { tokens, reserved }) as Box<dyn Ticket>))
         }
         Some(Taken::Refused { retry_after, .. }) => {
