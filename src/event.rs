@@ -18,6 +18,10 @@ pub enum Event {
     /// thoughts): never answer text, and no first token unless the route
     /// streams reasoning to the client.
     Reasoning(String),
+    /// The provider's signature over the reasoning so far (Anthropic's
+    /// `signature_delta`), which lets a client send that reasoning back on
+    /// its next turn; it travels, and commits nothing, with the reasoning.
+    Signature(String),
     /// Token counts so far; later values replace earlier ones.
     Usage(Usage),
     /// The provider said the answer is over, and why.
@@ -31,15 +35,21 @@ impl Event {
         match self {
             Event::Text(text) => !text.is_empty(),
             Event::ToolCall(_) | Event::Finish(_) => true,
-            Event::Usage(_) | Event::Reasoning(_) => false,
+            Event::Usage(_) | Event::Reasoning(_) | Event::Signature(_) => false,
         }
+    }
+
+    /// Whether this event is part of the model's reasoning, which a client
+    /// sees only when it or its route asks for it.
+    pub fn is_reasoning(&self) -> bool {
+        matches!(self, Event::Reasoning(_) | Event::Signature(_))
     }
 
     /// How many bytes of answer this event carries (text, or a tool call's
     /// id, name and arguments), for the caps on what baton holds.
     pub fn answer_bytes(&self) -> usize {
         match self {
-            Event::Text(text) | Event::Reasoning(text) => text.len(),
+            Event::Text(text) | Event::Reasoning(text) | Event::Signature(text) => text.len(),
             Event::ToolCall(call) => {
                 call.arguments.len()
                     + call.id.as_ref().map_or(0, String::len)

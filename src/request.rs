@@ -4,8 +4,105 @@
 //! parses its wire format into it and each adapter translates it into its
 //! provider's body; a field an adapter cannot honour is named by
 //! [`crate::providers::Adapter::unsupported`], never dropped silently.
+//!
+//! It speaks no dialect: the settings every dialect has are typed, what a
+//! dialect carries that baton does not translate is kept tagged with the
+//! dialect it came in ([`ChatRequest::dialect`]), and a refusal names a
+//! field in the client's own words ([`ChatRequest::field`]).
 
+use bytes::Bytes;
 use serde_json::{Map, Value};
+
+/// The client wire format a request came in: what its untranslated fields
+/// and parts mean, and which upstream API can take its body as sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ClientDialect {
+    /// OpenAI Chat Completions.
+    #[default]
+    ChatCompletions,
+    /// Anthropic Messages.
+    Messages,
+}
+
+/// A setting every dialect has, under the dialect's own name for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Setting {
+    /// The output limit.
+    MaxTokens,
+    /// Sampling temperature.
+    Temperature,
+    /// Nucleus sampling.
+    TopP,
+    /// Top-k sampling.
+    TopK,
+    /// Stop sequences.
+    Stop,
+    /// The end user, for the provider's abuse monitoring.
+    User,
+    /// Which tool must be called.
+    ToolChoice,
+    /// Whether tool calls may come several at once.
+    ParallelToolCalls,
+    /// The form of the answer.
+    ResponseFormat,
+    /// How hard a reasoning model thinks.
+    ReasoningEffort,
+    /// How many tokens a reasoning model may think for.
+    ThinkingBudget,
+}
+
+impl Setting {
+    /// Every setting, for mapping a client's word back to it.
+    pub const ALL: [Setting; 11] = [
+        Setting::MaxTokens,
+        Setting::Temperature,
+        Setting::TopP,
+        Setting::TopK,
+        Setting::Stop,
+        Setting::User,
+        Setting::ToolChoice,
+        Setting::ParallelToolCalls,
+        Setting::ResponseFormat,
+        Setting::ReasoningEffort,
+        Setting::ThinkingBudget,
+    ];
+}
+
+impl ClientDialect {
+    /// The dialect's name for `setting`, as its clients write it.
+    pub fn word(self, setting: Setting) -> &'static str {
+        match (self, setting) {
+            (ClientDialect::Messages, Setting::Stop) => "stop_sequences",
+            (ClientDialect::Messages, Setting::User) => "metadata.user_id",
+            (ClientDialect::Messages, Setting::ParallelToolCalls) => "tool_choice.disable_parallel_tool_use",
+            (ClientDialect::Messages, Setting::ResponseFormat) => "output_config.format",
+            (ClientDialect::Messages, Setting::ReasoningEffort) => "output_config.effort",
+            (_, Setting::ThinkingBudget) => "thinking",
+            (_, Setting::MaxTokens) => "max_tokens",
+            (_, Setting::Temperature) => "temperature",
+            (_, Setting::TopP) => "top_p",
+            (_, Setting::TopK) => "top_k",
+            (_, Setting::Stop) => "stop",
+            (_, Setting::User) => "user",
+            (_, Setting::ToolChoice) => "tool_choice",
+            (_, Setting::ParallelToolCalls) => "parallel_tool_calls",
+            (_, Setting::ResponseFormat) => "response_format",
+            (_, Setting::ReasoningEffort) => "reasoning_effort",
+        }
+    }
+}
+
+/// The client's body as it came, for a target whose API is the client's
+/// dialect: it goes upstream as sent, with only `model` and `stream` set, so
+/// nothing is lost between two speakers of one API.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Native {
+    /// The request body, as the client sent it.
+    pub body: Bytes,
+    /// The headers that belong to the API (`anthropic-version`,
+    /// `anthropic-beta`), as the client sent them.
+    pub headers: Vec<(http::HeaderName, http::HeaderValue)>,
+}
 
 /// Who said a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,9 +173,31 @@ pub enum Part {
     },
     /// An image, by URL or as a `data:` URL.
     Image(Image),
+    /// The model's earlier reasoning, with the provider's signature that
+    /// lets it be sent back (Anthropic's `thinking` block).
+    Thinking {
+        /// The reasoning text.
+        text: String,
+        /// The provider's signature over it.
+        signature: Option<String>,
+    },
+    /// Reasoning the provider gave only in encrypted form (Anthropic's
+    /// `redacted_thinking`).
+    RedactedThinking(String),
     /// A part of a type baton does not translate (audio, a file), as the
-    /// client sent it: passed through to OpenAI-kind targets only.
+    /// client sent it in the request's dialect: passed through only to a
+    /// target of that dialect.
     Other(Value),
+}
+
+impl Part {
+    /// Whether this is the model's own earlier reasoning: a target of
+    /// another provider cannot check its signature, and every provider
+    /// leaves earlier turns' reasoning out of the context anyway, so a
+    /// translated conversation goes without it.
+    pub fn is_reasoning(&self) -> bool {
+        matches!(self, Part::Thinking { .. } | Part::RedactedThinking(_))
+    }
 }
 
 /// An image the client sent.
@@ -177,7 +296,7 @@ pub struct JsonSchema {
 
 /// Which field the client set its output limit in: OpenAI's reasoning
 /// models refuse the legacy `max_tokens`, so an OpenAI-kind target gets the
-/// one the client sent.
+/// one the client sent (and a client of another dialect the current one).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum LimitField {
     /// `max_tokens`.
@@ -213,6 +332,22 @@ pub struct ChatRequest {
     pub response_format: Option<ResponseFormat>,
     /// How hard a reasoning model thinks (`minimal`, `low`, `medium`, `high`).
     pub reasoning_effort: Option<String>,
+    /// How many tokens a reasoning model may think for (Anthropic's
+    /// `thinking.budget_tokens`).
+    pub thinking_budget: Option<u32>,
+    /// Top-k sampling.
+    pub top_k: Option<u32>,
+    /// The end user, for the provider's abuse monitoring.
+    pub user: Option<String>,
+    /// The dialect the request came in, which its `extra` fields, its
+    /// messages' and its [`Part::Other`] parts are written in.
+    pub dialect: ClientDialect,
+    /// Whether the client's dialect has a place for reasoning and the
+    /// client asked for it (Anthropic's `thinking`): then it is streamed
+    /// to the client whatever the route's `stream_reasoning`.
+    pub shows_reasoning: bool,
+    /// The body as sent, for a target that speaks the client's dialect.
+    pub native: Option<Native>,
     /// Every top-level field baton does not translate (by name; JSON
     /// objects have no order): passed through verbatim to targets of the client's dialect,
     /// translated where another has an equivalent, refused by name otherwise.
@@ -262,6 +397,23 @@ impl std::fmt::Display for Field {
 pub const DEFAULT_OUTPUT_RESERVE: u64 = 1024;
 
 impl ChatRequest {
+    /// The body as sent, when the target's API is `dialect`: what the
+    /// same-dialect path sends.
+    pub fn native_in(&self, dialect: ClientDialect) -> Option<&Native> {
+        self.native.as_ref().filter(|_| self.dialect == dialect)
+    }
+
+    /// The untranslated top-level fields, when a target speaks `dialect`
+    /// and so can take them as they are; `None` for a target of another.
+    pub fn extra_in(&self, dialect: ClientDialect) -> Option<&Map<String, Value>> {
+        (self.dialect == dialect).then_some(&self.extra)
+    }
+
+    /// `setting`, named as the client wrote it, for a refusal.
+    pub fn field(&self, setting: Setting) -> Field {
+        Field::Top(self.dialect.word(setting).to_owned())
+    }
+
     /// Tokens this request may cost, for quotas before it is sent: its
     /// input estimated at four characters a token (one rule for every
     /// provider's tokenizer, within tens of percent for English; the
@@ -324,15 +476,19 @@ impl ChatRequest {
 impl ChatRequest {
     /// Takes out top-level field `name`, translated or passed through.
     fn drop_top(&mut self, name: &str) {
-        match name {
-            "temperature" => self.temperature = None,
-            "top_p" => self.top_p = None,
-            "tool_choice" => self.tool_choice = None,
-            "parallel_tool_calls" => self.parallel_tool_calls = None,
-            "response_format" => self.response_format = None,
-            "reasoning_effort" => self.reasoning_effort = None,
-            other => {
-                self.extra.remove(other);
+        let setting = Setting::ALL.into_iter().find(|setting| self.dialect.word(*setting) == name);
+        match setting {
+            Some(Setting::Temperature) => self.temperature = None,
+            Some(Setting::TopP) => self.top_p = None,
+            Some(Setting::TopK) => self.top_k = None,
+            Some(Setting::User) => self.user = None,
+            Some(Setting::ToolChoice) => self.tool_choice = None,
+            Some(Setting::ParallelToolCalls) => self.parallel_tool_calls = None,
+            Some(Setting::ResponseFormat) => self.response_format = None,
+            Some(Setting::ReasoningEffort) => self.reasoning_effort = None,
+            Some(Setting::ThinkingBudget) => self.thinking_budget = None,
+            Some(Setting::MaxTokens | Setting::Stop) | None => {
+                self.extra.remove(name);
             }
         }
     }
@@ -346,6 +502,7 @@ impl Message {
             .map(|part| match part {
                 Part::Text { text, .. } => text.len(),
                 Part::Image(image) => image.url.len(),
+                Part::Thinking { text, .. } | Part::RedactedThinking(text) => text.len(),
                 Part::Other(value) => value.to_string().len(),
             })
             .sum();

@@ -113,13 +113,14 @@ fn when_no_target_can_honour_a_field_the_client_hears_400_naming_it_and_the_targ
         }
         let image = json!({ "messages": [{ "role": "user", "content": [
             { "type": "text", "text": "what is it?" },
-            { "type": "image_url", "image_url": { "url": "https://example.com/cat.jpg" } },
+            { "type": "image_url", "image_url": { "url": "https://example.com/cat.tiff" } },
         ] }] });
         let solo_gemini = Proxy::start(&route("", &[("gem", &gemini)])).await;
         let got = post_chat(&solo_gemini, &asking(false, image)).await;
         assert_eq!(got.status, 400, "{}", got.raw);
         let message = error_message(&got);
-        assert!(message.contains("messages[0].content[1] (an image by URL)") && message.contains("gem"), "{message}");
+        let named = "messages[0].content[1] (an image by URL of a type Gemini does not take)";
+        assert!(message.contains(named) && message.contains("gem"), "{message}");
         assert!(anthropic.requests().is_empty() && gemini.requests().is_empty(), "nothing was sent to any provider");
     });
 }

@@ -191,6 +191,12 @@ async fn anthropic_thinking_is_reasoning_and_cache_reads_count_in_the_prompt() {
     assert_eq!(error, None);
     assert_eq!(text_of(&events), "27 × 453 = 12,231.");
     assert_eq!(reasoning_of(&events), "The user wants 27 * 453. 27 * 453 = 12231.");
+    let signatures: Vec<&Event> = events.iter().filter(|event| matches!(event, Event::Signature(_))).collect();
+    assert_eq!(
+        signatures,
+        [&Event::Signature("EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds".into())],
+        "the thinking block's signature comes through, for a client to send back"
+    );
     let usage = last_usage(&events);
     assert_eq!((usage.input_tokens, usage.cached_input_tokens), (Some(2060), Some(2048)));
     assert_eq!(usage.output_tokens, Some(58));

@@ -118,6 +118,13 @@ pub(super) enum Ask<'a> {
 }
 
 impl Ask<'_> {
+    /// The client's request, whatever this attempt asks.
+    pub(super) fn original(&self) -> &ChatRequest {
+        match *self {
+            Ask::Fresh(request) | Ask::Resume { original: request, .. } => request,
+        }
+    }
+
     /// The request for `target`: a continuation prefills the partial answer
     /// only where the target declares it can.
     fn request_for(&self, target: &Target) -> (Cow<'_, ChatRequest>, bool) {
@@ -367,7 +374,7 @@ impl Engine {
         traceparent: Option<&str>,
     ) -> Result<(Vec<Event>, EventStream, Duration), Failure> {
         let reasoning = ReasoningRule {
-            streamed: route.surface.stream_reasoning,
+            streamed: route.surface.stream_reasoning || req.shows_reasoning,
             keeps_alive: route.surface.reasoning_keeps_alive,
         };
         let clock =

@@ -101,7 +101,7 @@ impl CommitClock {
 
     /// Whether `event` is held for the client: reasoning only when streamed.
     pub(super) fn keeps(&self, event: &Event) -> bool {
-        self.reasoning.streamed || !matches!(event, Event::Reasoning(_))
+        self.reasoning.streamed || !event.is_reasoning()
     }
 
     /// The failure when the first token did not come in time.
@@ -112,7 +112,7 @@ impl CommitClock {
     /// `event` arrived at `now`.
     pub(super) fn event(&mut self, event: &Event, now: Instant) {
         self.last_event_at = now;
-        let reasoning = matches!(event, Event::Reasoning(_));
+        let reasoning = event.is_reasoning();
         if reasoning && self.reasoning.keeps_alive && self.first_token_at.is_none() {
             self.alive_since = now;
         }

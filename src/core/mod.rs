@@ -267,7 +267,7 @@ impl Engine {
                 opened.rest,
                 route.idle_timeout,
                 opened.tickets,
-                route.surface.stream_reasoning,
+                route.surface.stream_reasoning || plan.ask.original().shows_reasoning,
             ))
             .await
             {

@@ -54,7 +54,7 @@ pub(super) fn committed(
             };
             let failure = match next {
                 // Reasoning the client does not see still proves the stream alive.
-                Ok(Some(Ok(Event::Reasoning(_)))) if !stream_reasoning => continue,
+                Ok(Some(Ok(event))) if event.is_reasoning() && !stream_reasoning => continue,
                 Ok(Some(Ok(event))) => {
                     usage_of(&event, &mut usage);
                     return Some((Ok(event), Some((rest, tickets, usage, timer))));

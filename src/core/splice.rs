@@ -11,7 +11,7 @@ do not repeat any of it, add no preamble, and keep its language and format. The 
 /// The original conversation with the partial answer as a final assistant
 /// message, for providers that continue their own prefilled reply.
 pub fn prefill_request(original: &ChatRequest, partial: &str) -> ChatRequest {
-    let mut request = original.clone();
+    let mut request = translated(original);
     request.messages.push(Message::text(Role::Assistant, partial));
     request
 }
@@ -19,10 +19,16 @@ pub fn prefill_request(original: &ChatRequest, partial: &str) -> ChatRequest {
 /// The original conversation with a final user message that carries the
 /// partial answer and asks for the rest of it.
 pub fn instruction_request(original: &ChatRequest, partial: &str) -> ChatRequest {
-    let mut request = original.clone();
+    let mut request = translated(original);
     let content = format!("{CONTINUE_INSTRUCTION}\n<partial>{partial}</partial>");
     request.messages.push(Message::text(Role::User, content));
     request
+}
+
+/// A copy of `original` that goes upstream translated: the client's body
+/// as sent does not hold the partial answer a continuation adds.
+fn translated(original: &ChatRequest) -> ChatRequest {
+    ChatRequest { native: None, ..original.clone() }
 }
 
 /// How far before the end of the text a repeat may begin, besides a restart

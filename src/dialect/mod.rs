@@ -5,10 +5,12 @@
 //! so every dialect gets all of them; the HTTP layer serves each one through
 //! the same generic handler. Nothing here knows axum or the core.
 
+pub mod anthropic;
 mod error;
 pub mod openai;
 
 use bytes::{Bytes, BytesMut};
+use http::HeaderMap;
 
 pub use error::{ApiError, ErrorKind};
 
@@ -25,8 +27,9 @@ pub trait Dialect: Send + Sync + 'static {
     type Encoder: Encoder;
 
     /// Checks a request body and turns it into the normalised request; a body
-    /// the dialect cannot take is a 400 saying why.
-    fn parse(body: &[u8]) -> Result<Ingress<Self::Options>, ApiError>;
+    /// the dialect cannot take is a 400 saying why. The headers carry what
+    /// belongs to the dialect's API beside the body (`anthropic-beta`).
+    fn parse(body: Bytes, headers: &HeaderMap) -> Result<Ingress<Self::Options>, ApiError>;
 
     /// The encoder for one streamed answer from the upstream `model` that
     /// committed (reported as the answer's model, so cost dashboards

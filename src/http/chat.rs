@@ -18,8 +18,8 @@ use super::error::{self, stream_failure};
 use super::panic::{Guarded, GuardedStream};
 use super::stall::ClientStall;
 use super::{AppState, admin};
-use crate::access::Denied;
-use crate::config::Route;
+use crate::access::{ClientKey, Denied};
+use crate::config::{Config, Route};
 use crate::core::{Call, CommittedStream, Failure, ProxyError, Winner};
 use crate::dialect::{ApiError, Dialect, Encoder, Ingress};
 use crate::event::Event;
@@ -79,32 +79,24 @@ async fn serve<D: Dialect>(
 ) -> Result<Response, ApiError> {
     let config = state.config();
     let key = config.access.keys.identify(request.headers()).map_err(ApiError::denied)?;
-    let content_type = request.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
-    let json = content_type.trim_start().get(..16).is_some_and(|start| start.eq_ignore_ascii_case("application/json"));
-    if !json {
-        return Err(ApiError::unsupported_media_type(content_type));
-    }
+    json_body(request.headers())?;
     let drills = admin::drills(request.headers(), &config)?;
     let stall = request.extensions().get::<ClientStall>().cloned();
-    let body = read_body(request, config.max_body_bytes, config.body_read_timeout).await.inspect_err(|err| {
-        if err.is_timeout() {
-            state.engine().metrics().client_fault("body_timeout");
-        }
-    })?;
+    let (head, body) = request.into_parts();
+    let body =
+        read_body(&head.headers, body, config.max_body_bytes, config.body_read_timeout).await.inspect_err(|err| {
+            if err.is_timeout() {
+                state.engine().metrics().client_fault("body_timeout");
+            }
+        })?;
     // What a request holds while it waits for its first token is boxed or
     // freed: every request in flight holds it, and each nested future would
-    // hold its own copy. The body is not needed once parsed.
-    let Ingress { model, stream: streamed, request: parsed, options } = D::parse(&body)?;
-    drop(body);
+    // hold its own copy. The body is freed once parsed, unless the dialect
+    // keeps it to send as it came.
+    let Ingress { model, stream: streamed, request: parsed, options } = D::parse(body.into(), &head.headers)?;
+    drop(head);
     let request = Box::new(parsed);
-    let route = config.route(&model).ok_or_else(|| {
-        let names = config.routes.iter().flat_map(|r| std::iter::once(&r.model).chain(&r.aliases));
-        let known: Vec<&str> = names.map(String::as_str).collect();
-        ApiError::unknown_model(&model, &known)
-    })?;
-    if let Some(key) = key.filter(|key| !key.allows(&route.model)) {
-        return Err(ApiError::denied(Denied::Route { key: key.name.clone(), route: route.model.clone() }));
-    }
+    let route = route_for(&config, key, &model)?;
     let engine = state.engine();
     let admitted = state.gate().admit_shared(&config, key, route, &request).await;
     let served = admitted.as_ref().map_or(route, |admitted| &admitted.route);
@@ -135,6 +127,31 @@ async fn serve<D: Dialect>(
         response.headers_mut().insert(DOWNGRADED, from);
     }
     Ok(response)
+}
+
+/// Refuses a body that is not JSON: a cross-site form could post one
+/// without a CORS preflight.
+pub(super) fn json_body(headers: &HeaderMap) -> Result<(), ApiError> {
+    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    let json = content_type.trim_start().get(..16).is_some_and(|start| start.eq_ignore_ascii_case("application/json"));
+    if json { Ok(()) } else { Err(ApiError::unsupported_media_type(content_type)) }
+}
+
+/// The route `model` names, when `key` may use it.
+pub(super) fn route_for<'a>(
+    config: &'a Config,
+    key: Option<&ClientKey>,
+    model: &str,
+) -> Result<&'a Arc<Route>, ApiError> {
+    let route = config.route(model).ok_or_else(|| {
+        let names = config.routes.iter().flat_map(|r| std::iter::once(&r.model).chain(&r.aliases));
+        let known: Vec<&str> = names.map(String::as_str).collect();
+        ApiError::unknown_model(model, &known)
+    })?;
+    match key.filter(|key| !key.allows(&route.model)) {
+        Some(key) => Err(ApiError::denied(Denied::Route { key: key.name.clone(), route: route.model.clone() })),
+        None => Ok(route),
+    }
 }
 
 /// A streamed answer: headers and the first chunk at commit, then the relay.
@@ -273,12 +290,17 @@ fn winner_headers(headers: &mut HeaderMap, winner: &Winner) {
 
 /// Reads the body within `timeout`, refusing it as soon as it passes
 /// `limit` (at once when its declared length already does).
-async fn read_body(request: Request, limit: usize, timeout: Duration) -> Result<Vec<u8>, ApiError> {
-    let declared = request.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+pub(super) async fn read_body(
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+    timeout: Duration,
+) -> Result<Vec<u8>, ApiError> {
+    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     if declared.is_some_and(|length| length > u64::try_from(limit).unwrap_or(u64::MAX)) {
         return Err(ApiError::too_large(limit));
     }
-    let mut stream = request.into_body().into_data_stream();
+    let mut stream = body.into_data_stream();
     let read = async {
         let mut out = Vec::new();
         while let Some(chunk) = stream.next().await {

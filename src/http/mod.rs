@@ -4,6 +4,7 @@
 //! one route line naming the generic handler and the dialect.
 
 mod admin;
+mod anthropic;
 mod chat;
 mod cors;
 mod error;
@@ -21,6 +22,7 @@ use axum::{Json, Router};
 use serde_json::json;
 
 use crate::dialect::ApiError;
+use crate::dialect::anthropic::AnthropicMessages;
 use crate::dialect::openai::OpenAiChat;
 
 pub use panic::install_panic_hook;
@@ -34,6 +36,8 @@ pub fn app(state: AppState) -> Router {
     let cors = !state.config().access.cors_origins.is_empty();
     let router = Router::new()
         .route("/v1/chat/completions", post(chat::chat::<OpenAiChat>))
+        .route("/v1/messages", post(chat::chat::<AnthropicMessages>))
+        .route("/v1/messages/count_tokens", post(anthropic::count_tokens))
         .route("/v1/models", get(models))
         .route("/v1/models/{*id}", get(model))
         .route("/", get(page))
@@ -41,9 +45,9 @@ pub fn app(state: AppState) -> Router {
         .route("/metrics", get(metrics))
         .route("/admin/status", get(admin::status))
         .route("/admin/reload", post(admin::reload))
-        .fallback(|request: Request| async move { ApiError::not_found(request.uri().path()) })
+        .fallback(|request: Request| async move { edge_error(&request, ApiError::not_found(request.uri().path())) })
         .method_not_allowed_fallback(|request: Request| async move {
-            ApiError::method_not_allowed(request.method().as_str(), request.uri().path())
+            edge_error(&request, ApiError::method_not_allowed(request.method().as_str(), request.uri().path()))
         });
     let router =
         if cors { router.layer(axum::middleware::from_fn_with_state(state.clone(), cors::cors)) } else { router };
@@ -72,42 +76,76 @@ async fn allowed_host(State(state): State<AppState>, request: Request, next: axu
     if allowed.iter().any(|allowed| allowed.eq_ignore_ascii_case(name)) {
         next.run(request).await
     } else {
-        ApiError::foreign_host(host).into_response()
+        edge_error(&request, ApiError::foreign_host(host))
     }
 }
 
-async fn models(
-    State(state): State<AppState>,
-    headers: axum::http::HeaderMap,
-) -> Result<Json<serde_json::Value>, ApiError> {
-    let config = state.config();
-    let key = config.access.keys.identify(&headers).map_err(ApiError::denied)?;
-    // A key sees the routes it may use, each under its name and its aliases.
-    let data: Vec<_> = config
-        .routes
-        .iter()
-        .filter(|route| key.is_none_or(|key| key.allows(&route.model)))
-        .flat_map(|route| std::iter::once(&route.model).chain(&route.aliases))
-        .map(|name| json!({ "id": name, "object": "model", "created": 0, "owned_by": "baton" }))
-        .collect();
-    Ok(Json(json!({ "object": "list", "data": data })))
+/// An error raised before a request reaches its endpoint, in the dialect of
+/// the client that sent it: Anthropic's for its paths and SDKs, else OpenAI's.
+fn edge_error(request: &Request, error: ApiError) -> Response {
+    if anthropic::speaks_anthropic(request.uri().path(), request.headers()) {
+        error::respond::<AnthropicMessages>(error)
+    } else {
+        error::respond::<OpenAiChat>(error)
+    }
 }
 
-/// One model by its id: a route's name or one of its aliases, when the key may use it.
+/// The routes as models, in OpenAI's list shape, or in Anthropic's for a
+/// client that sends `anthropic-version`.
+async fn models(State(state): State<AppState>, headers: axum::http::HeaderMap) -> Response {
+    let anthropic = crate::dialect::anthropic::is_anthropic(&headers);
+    let config = state.config();
+    let listed = config.access.keys.identify(&headers).map_err(ApiError::denied).map(|key| {
+        // A key sees the routes it may use, each under its name and its aliases.
+        let names: Vec<&str> = config
+            .routes
+            .iter()
+            .filter(|route| key.is_none_or(|key| key.allows(&route.model)))
+            .flat_map(|route| std::iter::once(&route.model).chain(&route.aliases))
+            .map(String::as_str)
+            .collect();
+        if anthropic {
+            return crate::dialect::anthropic::model_list(&names);
+        }
+        let data: Vec<_> = names
+            .iter()
+            .map(|name| json!({ "id": name, "object": "model", "created": 0, "owned_by": "baton" }))
+            .collect();
+        json!({ "object": "list", "data": data })
+    });
+    json_or_error(anthropic, listed)
+}
+
+/// One model by its id: a route's name or one of its aliases, when the key
+/// may use it; in Anthropic's shape for a client that sends `anthropic-version`.
 async fn model(
     State(state): State<AppState>,
     axum::extract::Path(id): axum::extract::Path<String>,
     headers: axum::http::HeaderMap,
-) -> Result<Json<serde_json::Value>, ApiError> {
+) -> Response {
+    let anthropic = crate::dialect::anthropic::is_anthropic(&headers);
     let config = state.config();
-    let key = config.access.keys.identify(&headers).map_err(ApiError::denied)?;
-    let visible = |route: &&std::sync::Arc<crate::config::Route>| key.is_none_or(|key| key.allows(&route.model));
-    match config.route(&id).filter(visible) {
-        Some(_) => Ok(Json(json!({ "id": id, "object": "model", "created": 0, "owned_by": "baton" }))),
-        None => {
+    let found = config.access.keys.identify(&headers).map_err(ApiError::denied).and_then(|key| {
+        let visible = |route: &&std::sync::Arc<crate::config::Route>| key.is_none_or(|key| key.allows(&route.model));
+        if config.route(&id).filter(visible).is_none() {
             let known: Vec<&str> = config.routes.iter().filter(visible).map(|route| route.model.as_str()).collect();
-            Err(ApiError::unknown_model(&id, &known))
+            return Err(ApiError::unknown_model(&id, &known));
         }
+        Ok(if anthropic {
+            crate::dialect::anthropic::model_json(&id)
+        } else {
+            json!({ "id": id, "object": "model", "created": 0, "owned_by": "baton" })
+        })
+    });
+    json_or_error(anthropic, found)
+}
+
+/// `result` as a JSON response, an error in Anthropic's shape or OpenAI's.
+fn json_or_error(anthropic: bool, result: Result<serde_json::Value, ApiError>) -> Response {
+    match result {
+        Ok(body) => Json(body).into_response(),
+        Err(error) if anthropic => error::respond::<AnthropicMessages>(error),
+        Err(error) => error::respond::<OpenAiChat>(error),
     }
 }
 

@@ -24,7 +24,7 @@ pub use error::{Class, ProviderError, Source};
 pub use sse::SseEvent;
 
 use crate::event::{ChatRequest, Event};
-use crate::request::Field;
+use crate::request::{ClientDialect, Field};
 
 /// The one stream type every adapter produces and the core consumes.
 pub type EventStream = Pin<Box<dyn Stream<Item = Result<Event, ProviderError>> + Send>>;
@@ -56,6 +56,16 @@ impl ProviderKind {
     /// Parses a config or command-line name.
     pub fn from_name(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|kind| kind.name() == name)
+    }
+
+    /// The client dialect this kind speaks natively, whose requests it
+    /// takes as sent.
+    pub fn dialect(self) -> Option<ClientDialect> {
+        match self {
+            ProviderKind::OpenAi => Some(ClientDialect::ChatCompletions),
+            ProviderKind::Anthropic => Some(ClientDialect::Messages),
+            ProviderKind::Gemini => None,
+        }
     }
 
     /// The registry: the adapter that speaks this dialect.

@@ -132,6 +132,8 @@ impl Encoder for ChunkEncoder {
                 self.usage.merge(*usage);
                 return;
             }
+            // Chat Completions has no place for a reasoning signature.
+            Event::Signature(_) => return,
             Event::Text(text) => {
                 self.write_text(text, out);
                 return;

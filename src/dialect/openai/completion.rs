@@ -30,6 +30,7 @@ pub fn completion(answer: Answer, events: Vec<Event>) -> Value {
                 arguments.push_str(&delta.arguments);
             }
             Event::Usage(later) => usage.merge(later),
+            Event::Signature(_) => {}
             Event::Finish(reason) => finish = reason,
         }
     }

@@ -29,8 +29,8 @@ impl Dialect for OpenAiChat {
     type Options = Options;
     type Encoder = ChunkEncoder;
 
-    fn parse(body: &[u8]) -> Result<Ingress<Options>, ApiError> {
-        parse(body)
+    fn parse(body: bytes::Bytes, _: &http::HeaderMap) -> Result<Ingress<Options>, ApiError> {
+        parse(&body)
     }
 
     fn encoder(model: &str, options: Options) -> ChunkEncoder {

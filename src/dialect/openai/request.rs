@@ -137,6 +137,8 @@ struct WireBody {
     parallel_tool_calls: Option<bool>,
     response_format: Option<WireResponseFormat>,
     reasoning_effort: Option<String>,
+    user: Option<String>,
+    top_k: Option<u32>,
     extra: Map<String, Value>,
 }
 
@@ -262,6 +264,19 @@ impl<'de> Visitor<'de> for BodyVisitor {
                 }
                 "response_format" => body.response_format = map.next_value_seed(labeled(None, "response_format"))?,
                 "reasoning_effort" => body.reasoning_effort = map.next_value_seed(labeled(None, "reasoning_effort"))?,
+                // Typed when they hold what every dialect means by them
+                // (vLLM's `top_k: -1` does not): else kept as sent.
+                "user" | "top_k" => {
+                    let value: Value = map.next_value()?;
+                    let top_k = value.as_u64().and_then(|k| u32::try_from(k).ok());
+                    match (key.as_ref(), value) {
+                        ("user", Value::String(user)) => body.user = Some(user),
+                        ("top_k", _) if top_k.is_some() => body.top_k = top_k,
+                        (_, value) => {
+                            body.extra.insert(key.into_owned(), value);
+                        }
+                    }
+                }
                 _ => {
                     let value = map.next_value()?;
                     body.extra.insert(key.into_owned(), value);
@@ -384,7 +399,10 @@ pub fn parse(body: &[u8]) -> Result<Ingress<Options>, ApiError> {
         parallel_tool_calls: body.parallel_tool_calls,
         response_format: body.response_format.map(response_format).transpose()?,
         reasoning_effort: body.reasoning_effort,
+        top_k: body.top_k,
+        user: body.user,
         extra: body.extra,
+        ..ChatRequest::default()
     };
     let include_usage = body.stream_options.is_some_and(|options| options.include_usage);
     Ok(Ingress { model, stream: body.stream.unwrap_or(false), options: Options { include_usage }, request })

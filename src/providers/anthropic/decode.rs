@@ -1,5 +1,7 @@
 //! Anthropic's named stream events → events. Complete only at `message_stop`;
 //! `ping` and unknown event types are ignored, `error` fails the stream.
+//! A thinking block's signature is an event of its own, so a client of
+//! Anthropic's dialect gets it back.
 
 use std::collections::HashMap;
 
@@ -70,6 +72,9 @@ enum BlockDelta {
     ThinkingDelta {
         thinking: String,
     },
+    SignatureDelta {
+        signature: String,
+    },
     #[serde(other)]
     Other,
 }
@@ -120,6 +125,11 @@ impl Decoder for AnthropicDecoder {
                 if !thinking.is_empty() =>
             {
                 vec![Event::Reasoning(thinking)]
+            }
+            WireEvent::ContentBlockDelta { delta: BlockDelta::SignatureDelta { signature }, .. }
+                if !signature.is_empty() =>
+            {
+                vec![Event::Signature(signature)]
             }
             WireEvent::ContentBlockDelta { index, delta: BlockDelta::InputJsonDelta { partial_json } }
                 if !partial_json.is_empty() =>

@@ -7,7 +7,9 @@ use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
 use super::{Adapter, Decoder, ProviderError, Upstream, driver};
-use crate::request::{ChatRequest, Field, LimitField, Part, ResponseFormat, Role, Tool, ToolChoice};
+use crate::request::{
+    ChatRequest, ClientDialect, Field, LimitField, Native, Part, ResponseFormat, Role, Tool, ToolChoice,
+};
 
 /// The API version baton's wire format follows.
 const API_VERSION: &str = "2023-06-01";
@@ -24,6 +26,9 @@ pub struct Anthropic;
 impl Adapter for Anthropic {
     fn request(&self, upstream: Upstream<'_>, req: &ChatRequest) -> Result<http::Request<Bytes>, ProviderError> {
         let url = format!("{}/v1/messages", upstream.base_url.trim_end_matches('/'));
+        if let Some(native) = req.native_in(ClientDialect::Messages) {
+            return native_request(url, upstream, native);
+        }
         let mut headers = vec![("anthropic-version", API_VERSION)];
         headers.extend(upstream.api_key.map(|key| ("x-api-key", key)));
         driver::post_json(url, &headers, &body(upstream.model, req))
@@ -37,9 +42,36 @@ impl Adapter for Anthropic {
         message.contains("prompt is too long") || message.contains("context window")
     }
 
+    /// A Messages request goes as the client sent it, so Anthropic itself
+    /// judges every field; one of another dialect is translated.
     fn unsupported(&self, req: &ChatRequest) -> Vec<Field> {
-        unsupported(req)
+        match req.native_in(ClientDialect::Messages) {
+            Some(_) => Vec::new(),
+            None => unsupported(req),
+        }
     }
+}
+
+/// The same-dialect path: the client's Messages body with only `model` and
+/// `stream` set, and the client's `anthropic-version` and `anthropic-beta`
+/// (else baton's version), so beta fields, `cache_control`, thinking
+/// signatures and fields baton has never heard of all arrive.
+fn native_request(url: String, upstream: Upstream<'_>, native: &Native) -> Result<http::Request<Bytes>, ProviderError> {
+    let mut body: Map<String, Value> = serde_json::from_slice(&native.body)
+        .map_err(|err| ProviderError::Request(format!("cannot read the client's body again: {err}")))?;
+    body.insert("model".into(), json!(upstream.model));
+    body.insert("stream".into(), json!(true));
+    let mut headers: Vec<(&'static str, &str)> = Vec::new();
+    let version = native.headers.iter().find(|(name, _)| name == "anthropic-version");
+    if version.is_none() {
+        headers.push(("anthropic-version", API_VERSION));
+    }
+    headers.extend(upstream.api_key.map(|key| ("x-api-key", key)));
+    let mut request = driver::post_json(url, &headers, &body)?;
+    for (name, value) in &native.headers {
+        request.headers_mut().append(name.clone(), value.clone());
+    }
+    Ok(request)
 }
 
 /// The thinking budget for each `reasoning_effort`: Anthropic's least is
@@ -62,16 +94,11 @@ const MAX_TEMPERATURE: f64 = 1.0;
 /// The lowest `top_p` Anthropic takes while thinking.
 const MIN_THINKING_TOP_P: f64 = 0.95;
 
-/// The request's fields Anthropic has no equivalent for. `user` becomes
-/// `metadata.user_id` and `top_k` is Anthropic's own; a field set to
+/// The request's fields Anthropic has no equivalent for; a field set to
 /// `null` or `false` asks for nothing and is honoured.
 fn unsupported(req: &ChatRequest) -> Vec<Field> {
-    let mut out: Vec<Field> = req
-        .extra
-        .iter()
-        .filter(|(name, value)| !asks_nothing(value) && !translated(name, value))
-        .map(|(name, _)| Field::top(name))
-        .collect();
+    let mut out: Vec<Field> =
+        req.extra.iter().filter(|(_, value)| !asks_nothing(value)).map(|(name, _)| Field::top(name)).collect();
     if req.temperature.is_some_and(|t| t > MAX_TEMPERATURE) {
         out.push(Field::top("temperature"));
     }
@@ -88,16 +115,6 @@ fn unsupported(req: &ChatRequest) -> Vec<Field> {
     }
     out.extend(thinking_conflicts(req));
     out
-}
-
-/// Whether extra field `name` has an Anthropic equivalent: `user` as a
-/// string becomes `metadata.user_id`, `top_k` is Anthropic's own.
-fn translated(name: &str, value: &Value) -> bool {
-    match name {
-        "user" => value.is_string(),
-        "top_k" => true,
-        _ => false,
-    }
 }
 
 /// What keeps `reasoning_effort` from becoming a `thinking` budget: an
@@ -119,7 +136,7 @@ fn thinking_conflicts(req: &ChatRequest) -> Vec<Field> {
     let conflicts = [
         (limit, req.max_tokens.is_some_and(|max| max <= budget)),
         ("temperature", req.temperature.is_some()),
-        ("top_k", req.extra.get("top_k").is_some_and(|v| !v.is_null())),
+        ("top_k", req.top_k.is_some()),
         ("top_p", req.top_p.is_some_and(|p| p < MIN_THINKING_TOP_P)),
         ("tool_choice", matches!(req.tool_choice, Some(ToolChoice::Required | ToolChoice::Function(_)))),
         ("tool_calls", last_assistant.is_some_and(|m| !m.tool_calls.is_empty())),
@@ -141,7 +158,7 @@ fn asks_nothing(value: &Value) -> bool {
 /// sent back together in one user turn), images as
 /// `image` blocks, cache hints kept.
 fn body(model: &str, req: &ChatRequest) -> Value {
-    let budget = req.reasoning_effort.as_deref().and_then(thinking_budget);
+    let budget = req.thinking_budget.or_else(|| req.reasoning_effort.as_deref().and_then(thinking_budget));
     // Thinking counts against `max_tokens`: without a client limit, the
     // answer keeps the default on top of the budget.
     let max_tokens = req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS + budget.unwrap_or(0));
@@ -156,11 +173,11 @@ fn body(model: &str, req: &ChatRequest) -> Value {
     let optional = [
         ("temperature", req.temperature.map(|t| json!(t))),
         ("top_p", req.top_p.map(|p| json!(p))),
-        ("top_k", req.extra.get("top_k").filter(|v| !v.is_null()).cloned()),
+        ("top_k", req.top_k.map(|k| json!(k))),
         ("stop_sequences", (!req.stop.is_empty()).then(|| json!(req.stop))),
         ("tools", (!req.tools.is_empty()).then(|| req.tools.iter().map(tool).collect())),
         ("tool_choice", tool_choice(req)),
-        ("metadata", req.extra.get("user").and_then(Value::as_str).map(|user| json!({ "user_id": user }))),
+        ("metadata", req.user.as_ref().map(|user| json!({ "user_id": user }))),
         ("output_config", output_format(req)),
         ("thinking", budget.map(|budget| json!({ "type": "enabled", "budget_tokens": budget }))),
     ];
@@ -258,6 +275,10 @@ fn content_block(part: &Part) -> Option<Value> {
             };
             (json!({ "type": "image", "source": source }), &image.cache)
         }
+        Part::Thinking { text, signature } => {
+            return Some(json!({ "type": "thinking", "thinking": text, "signature": signature }));
+        }
+        Part::RedactedThinking(data) => return Some(json!({ "type": "redacted_thinking", "data": data })),
         Part::Other(_) => return None,
     };
     if let Some(cache) = cache {

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
 use super::{Adapter, Decoder, ProviderError, Upstream, driver};
-use crate::request::{ChatRequest, Field, Part, ResponseFormat, Role, Tool, ToolChoice};
+use crate::request::{ChatRequest, ClientDialect, Field, Image, Part, ResponseFormat, Role, Setting, Tool, ToolChoice};
 
 /// The Gemini adapter.
 pub struct Gemini;
@@ -54,16 +54,18 @@ fn thinking_budget(effort: &str) -> Option<u32> {
 /// refuses for want of the signature of its own call.
 const NO_THOUGHT_SIGNATURE: &str = "skip_thought_signature_validator";
 
-/// Fields of the client's dialect with a `generationConfig` equivalent.
-const GENERATION_FIELDS: [(&str, &str); 4] = [
-    ("seed", "seed"),
-    ("top_k", "topK"),
-    ("presence_penalty", "presencePenalty"),
-    ("frequency_penalty", "frequencyPenalty"),
-];
+/// Untranslated Chat Completions fields with a `generationConfig` equivalent.
+const GENERATION_FIELDS: [(&str, &str); 3] =
+    [("seed", "seed"), ("presence_penalty", "presencePenalty"), ("frequency_penalty", "frequencyPenalty")];
 
-/// The request's fields Gemini has no equivalent for: images by URL (baton
-/// does not fetch them), parts of other types, images in a tool result (a
+/// The untranslated field `name` when it has a `generationConfig` equivalent.
+fn generation_field(req: &ChatRequest, name: &str) -> Option<&'static str> {
+    req.extra_in(ClientDialect::ChatCompletions)?;
+    GENERATION_FIELDS.iter().find(|(ours, _)| *ours == name).map(|(_, theirs)| *theirs)
+}
+
+/// The request's fields Gemini has no equivalent for: images by URL of a
+/// type Gemini does not take, parts of other types, images in a tool result (a
 /// `functionResponse` carries JSON), message names, a
 /// `parallel_tool_calls: false`, tool-call arguments that are not a JSON
 /// object, a result whose call is not in the conversation (Gemini wants
@@ -74,15 +76,20 @@ fn unsupported(req: &ChatRequest) -> Vec<Field> {
     let mut out: Vec<Field> = req
         .extra
         .iter()
-        .filter(|(name, value)| !asks_nothing(value) && !GENERATION_FIELDS.iter().any(|(ours, _)| ours == name))
+        .filter(|(name, value)| !asks_nothing(value) && generation_field(req, name).is_none())
         .map(|(name, _)| Field::top(name))
         .collect();
     if req.parallel_tool_calls == Some(false) {
-        out.push(Field::top("parallel_tool_calls"));
+        out.push(req.field(Setting::ParallelToolCalls));
     }
     if req.reasoning_effort.as_deref().is_some_and(|effort| thinking_budget(effort).is_none()) {
-        out.push(Field::top("reasoning_effort"));
+        out.push(req.field(Setting::ReasoningEffort));
     }
+    if req.user.is_some() {
+        out.push(req.field(Setting::User));
+    }
+    // Top-level names in one order, whether translated or passed through.
+    out.sort_by_cached_key(Field::to_string);
     for (i, message) in req.messages.iter().enumerate() {
         out.extend(message.extra.iter().filter(|(_, v)| !asks_nothing(v)).map(|(name, _)| Field::message(i, name)));
         if message.name.is_some() {
@@ -101,7 +108,9 @@ fn unsupported(req: &ChatRequest) -> Vec<Field> {
                 Part::Image(_) if message.role == Role::Tool => {
                     out.push(Field::Part(i, j, "an image in a tool result"))
                 }
-                Part::Image(image) if image.inline().is_none() => out.push(Field::Part(i, j, "an image by URL")),
+                Part::Image(image) if image.inline().is_none() && url_media_type(&image.url).is_none() => {
+                    out.push(Field::Part(i, j, "an image by URL of a type Gemini does not take"))
+                }
                 Part::Other(_) => out.push(Field::Part(i, j, "a part of another type")),
                 _ => {}
             }
@@ -199,13 +208,40 @@ fn arguments(arguments: &str) -> Option<Value> {
     serde_json::from_str(arguments).ok()
 }
 
+/// A content part as Gemini's; earlier reasoning is another provider's and
+/// goes without (see [`Part::is_reasoning`]).
 fn part(part: &Part) -> Option<Value> {
     match part {
         Part::Text { text, .. } => Some(json!({ "text": text })),
-        Part::Image(image) => {
-            image.inline().map(|inline| json!({ "inlineData": { "mimeType": inline.media_type, "data": inline.data } }))
+        Part::Image(image) => image_part(image),
+        Part::Thinking { .. } | Part::RedactedThinking(_) | Part::Other(_) => None,
+    }
+}
+
+/// An image inline, or by its public URL as `fileData`, which Gemini
+/// fetches itself.
+fn image_part(image: &Image) -> Option<Value> {
+    match image.inline() {
+        Some(inline) => Some(json!({ "inlineData": { "mimeType": inline.media_type, "data": inline.data } })),
+        None => {
+            url_media_type(&image.url).map(|mime| json!({ "fileData": { "mimeType": mime, "fileUri": image.url } }))
         }
-        Part::Other(_) => None,
+    }
+}
+
+/// The media type of an image by `http(s)` URL, from its extension: Gemini
+/// wants one with a `fileUri`, and takes PNG, JPEG, WebP, HEIC and HEIF.
+fn url_media_type(url: &str) -> Option<&'static str> {
+    let rest = url.strip_prefix("https://").or_else(|| url.strip_prefix("http://"))?;
+    let path = rest.split(['?', '#']).next().unwrap_or_default();
+    let (_, extension) = path.rsplit_once('/')?.1.rsplit_once('.')?;
+    match extension.to_ascii_lowercase().as_str() {
+        "png" => Some("image/png"),
+        "jpg" | "jpeg" => Some("image/jpeg"),
+        "webp" => Some("image/webp"),
+        "heic" => Some("image/heic"),
+        "heif" => Some("image/heif"),
+        _ => None,
     }
 }
 
@@ -222,8 +258,11 @@ fn generation_config(req: &ChatRequest) -> Value {
             config.insert(name.into(), value);
         }
     }
-    for (ours, theirs) in GENERATION_FIELDS {
-        if let Some(value) = req.extra.get(ours).filter(|v| !v.is_null()) {
+    if let Some(top_k) = req.top_k {
+        config.insert("topK".into(), json!(top_k));
+    }
+    for (name, value) in req.extra.iter().filter(|(_, value)| !value.is_null()) {
+        if let Some(theirs) = generation_field(req, name) {
             config.insert(theirs.into(), value.clone());
         }
     }
@@ -239,7 +278,8 @@ fn generation_config(req: &ChatRequest) -> Value {
         }
         Some(ResponseFormat::Text) | None => {}
     }
-    if let Some(budget) = req.reasoning_effort.as_deref().and_then(thinking_budget) {
+    let budget = req.thinking_budget.or_else(|| req.reasoning_effort.as_deref().and_then(thinking_budget));
+    if let Some(budget) = budget {
         config.insert("thinkingConfig".into(), json!({ "thinkingBudget": budget, "includeThoughts": budget > 0 }));
     }
     Value::Object(config)

@@ -101,18 +101,31 @@ fn a_result_must_answer_a_call_of_the_conversation() {
 }
 
 #[test]
-fn an_image_by_data_url_goes_inline_and_one_by_https_url_is_named() {
+fn an_image_by_data_url_goes_inline_and_one_by_https_url_as_file_data() {
     let req = parsed(samples::images());
-    assert_eq!(names(&unsupported(&req)), ["messages[0].content[2] (an image by URL)"]);
-    let dropped = req.without(&unsupported(&req));
+    assert_eq!(names(&unsupported(&req)), Vec::<String>::new());
     let expected = json!({
         "contents": [{ "role": "user", "parts": [
             { "text": "What is in these?" },
             { "inlineData": { "mimeType": "image/png", "data": samples::PNG_DATA } },
+            { "fileData": { "mimeType": "image/jpeg", "fileUri": "https://example.com/cat.jpg" } },
         ] }],
         "generationConfig": {},
     });
-    assert_eq!(body(&dropped), expected);
+    assert_eq!(body(&req), expected);
+    let unknown = parsed(json!({ "messages": [{ "role": "user", "content": [
+        { "type": "image_url", "image_url": { "url": "https://example.com/cat" } },
+        { "type": "image_url", "image_url": { "url": "https://example.com/cat.svg?x=1" } },
+        { "type": "image_url", "image_url": { "url": "https://example.com/a.PNG?x=1#y" } },
+    ] }] }));
+    assert_eq!(
+        names(&unsupported(&unknown)),
+        [
+            "messages[0].content[0] (an image by URL of a type Gemini does not take)",
+            "messages[0].content[1] (an image by URL of a type Gemini does not take)"
+        ],
+        "the media type comes from the extension"
+    );
 }
 
 #[test]

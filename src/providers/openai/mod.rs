@@ -8,7 +8,9 @@ use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Value, json};
 
 use super::{Adapter, Decoder, ProviderError, Upstream, driver};
-use crate::request::{ChatRequest, Field, LimitField, Message, Part, ResponseFormat, Role, Tool, ToolChoice};
+use crate::request::{
+    ChatRequest, ClientDialect, Field, LimitField, Message, Part, ResponseFormat, Role, Setting, Tool, ToolChoice,
+};
 
 /// The OpenAI adapter.
 pub struct OpenAi;
@@ -29,11 +31,51 @@ impl Adapter for OpenAi {
         message.contains("context length") || message.contains("context_length_exceeded")
     }
 
-    /// Everything goes through, but what the answer would carry beyond the
-    /// shared events — token log probabilities, audio — cannot come back
-    /// through baton, so asking for it is named rather than quietly lost.
+    /// A Chat Completions request goes through whole, but what the answer
+    /// would carry beyond the shared events — token log probabilities,
+    /// audio — cannot come back through baton, so asking for it is named
+    /// rather than quietly lost. A request of another dialect goes through
+    /// translated: what it carries untranslated is named.
     fn unsupported(&self, req: &ChatRequest) -> Vec<Field> {
-        unrelayed(req)
+        match req.dialect {
+            ClientDialect::ChatCompletions => unrelayed(req),
+            _ => untranslated(req),
+        }
+    }
+}
+
+/// The fields and parts of a request of another dialect that have no Chat
+/// Completions equivalent: its untranslated fields and parts, and a
+/// thinking budget that matches no effort (see [`effort_for_budget`]).
+fn untranslated(req: &ChatRequest) -> Vec<Field> {
+    let mut out: Vec<Field> =
+        req.extra.iter().filter(|(_, value)| !asks_nothing(value)).map(|(name, _)| Field::top(name)).collect();
+    for (i, message) in req.messages.iter().enumerate() {
+        out.extend(message.extra.iter().filter(|(_, v)| !asks_nothing(v)).map(|(name, _)| Field::message(i, name)));
+        for (j, part) in message.content.iter().enumerate() {
+            if matches!(part, Part::Other(_)) {
+                out.push(Field::Part(i, j, "a part of another type"));
+            }
+        }
+    }
+    if req.reasoning_effort.is_some() && req.thinking_budget.is_some() {
+        out.push(req.field(Setting::ThinkingBudget));
+    }
+    out
+}
+
+/// Whether a field's value asks for nothing: `null`, `false`.
+fn asks_nothing(value: &Value) -> bool {
+    matches!(value, Value::Null | Value::Bool(false))
+}
+
+/// The effort a thinking budget comes closest to, for a client that gave a
+/// budget (Anthropic's `thinking.budget_tokens`): OpenAI takes efforts only.
+fn effort_for_budget(budget: u32) -> &'static str {
+    match budget {
+        0..=2048 => "low",
+        2049..=8192 => "medium",
+        _ => "high",
     }
 }
 
@@ -64,7 +106,7 @@ struct Body<'a> {
 /// The keys baton writes itself. The dialect takes each of them out of the
 /// client's fields, so an untranslated field never has one of these names;
 /// if one did, it would not override what baton wrote.
-const BODY_KEYS: [&str; 14] = [
+const BODY_KEYS: [&str; 16] = [
     "model",
     "messages",
     "stream",
@@ -79,6 +121,8 @@ const BODY_KEYS: [&str; 14] = [
     "parallel_tool_calls",
     "response_format",
     "reasoning_effort",
+    "top_k",
+    "user",
 ];
 
 fn body<'a>(model: &'a str, req: &'a ChatRequest) -> Body<'a> {
@@ -121,10 +165,19 @@ impl Serialize for Body<'_> {
         if let Some(format) = &req.response_format {
             map.serialize_entry("response_format", &response_format(format))?;
         }
-        if let Some(effort) = &req.reasoning_effort {
-            map.serialize_entry("reasoning_effort", effort)?;
+        match (&req.reasoning_effort, req.thinking_budget) {
+            (Some(effort), _) => map.serialize_entry("reasoning_effort", effort)?,
+            (None, Some(budget)) => map.serialize_entry("reasoning_effort", effort_for_budget(budget))?,
+            (None, None) => {}
         }
-        for (name, value) in req.extra.iter().filter(|(name, _)| !BODY_KEYS.contains(&name.as_str())) {
+        if let Some(top_k) = req.top_k {
+            map.serialize_entry("top_k", &top_k)?;
+        }
+        if let Some(user) = &req.user {
+            map.serialize_entry("user", user)?;
+        }
+        let extra = req.extra_in(ClientDialect::ChatCompletions).into_iter().flatten();
+        for (name, value) in extra.filter(|(name, _)| !BODY_KEYS.contains(&name.as_str())) {
             map.serialize_entry(name, value)?;
         }
         map.end()
@@ -161,11 +214,13 @@ impl Serialize for Wire<'_, Message> {
         };
         let mut map = serializer.serialize_map(None)?;
         map.serialize_entry("role", role)?;
-        match message.content.as_slice() {
+        // Earlier reasoning is another provider's, with its signature: no OpenAI model takes it back.
+        let parts: Vec<&Part> = message.content.iter().filter(|part| !part.is_reasoning()).collect();
+        match parts.as_slice() {
             [] if !message.tool_calls.is_empty() => map.serialize_entry("content", &())?,
             [] => map.serialize_entry("content", "")?,
             [Part::Text { text, .. }] => map.serialize_entry("content", text)?,
-            parts => map.serialize_entry("content", &Value::Array(parts.iter().map(part).collect()))?,
+            parts => map.serialize_entry("content", &Value::Array(parts.iter().copied().filter_map(part).collect()))?,
         }
         if !message.tool_calls.is_empty() {
             let calls: Vec<Value> = message
@@ -183,6 +238,7 @@ impl Serialize for Wire<'_, Message> {
         if let Some(name) = &message.name {
             map.serialize_entry("name", name)?;
         }
+        // Another dialect's untranslated fields were refused or dropped before this (see `untranslated`).
         for (name, value) in message.extra.iter().filter(|(name, _)| !MESSAGE_KEYS.contains(&name.as_str())) {
             map.serialize_entry(name, value)?;
         }
@@ -196,8 +252,9 @@ impl Serialize for Wire<'_, Tool> {
     }
 }
 
-fn part(part: &Part) -> Value {
-    match part {
+/// A content part in OpenAI's form; reasoning has none.
+fn part(part: &Part) -> Option<Value> {
+    Some(match part {
         Part::Text { text, .. } => json!({ "type": "text", "text": text }),
         Part::Image(image) => {
             let mut url = json!({ "url": image.url });
@@ -207,7 +264,8 @@ fn part(part: &Part) -> Value {
             json!({ "type": "image_url", "image_url": url })
         }
         Part::Other(value) => value.clone(),
-    }
+        Part::Thinking { .. } | Part::RedactedThinking(_) => return None,
+    })
 }
 
 /// A function tool; `parameters` is optional and left out when the client left it out.

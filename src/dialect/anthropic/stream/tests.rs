@@ -1,0 +1,174 @@
+//! The encoder's events, checked against Anthropic's sequence and read back
+//! by baton's own Anthropic decoder: what an anthropic-kind provider says
+//! comes out of the Messages door as it went in.
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::event::ToolCallDelta;
+
+/// Each SSE event of `bytes`, as (name, data).
+fn events(bytes: &[u8]) -> Vec<(String, Value)> {
+    let text = std::str::from_utf8(bytes).unwrap_or_default();
+    assert!(text.ends_with("\n\n"), "whole events only: {text:?}");
+    text.split_terminator("\n\n")
+        .map(|event| {
+            let (name, data) = event.split_once('\n').unwrap_or_default();
+            let name = name.strip_prefix("event: ").unwrap_or_default().to_owned();
+            let data = serde_json::from_str(data.strip_prefix("data: ").unwrap_or_default()).unwrap_or_default();
+            (name, data)
+        })
+        .collect()
+}
+
+fn encode(answer: Vec<Event>) -> BytesMut {
+    let mut encoder = MessageEncoder::new("msg_1", "claude-x");
+    let mut out = BytesMut::new();
+    for event in answer {
+        encoder.write_event(event, &mut out);
+    }
+    encoder.write_done(&mut out);
+    out
+}
+
+fn call(index: u32, id: Option<&str>, name: Option<&str>, arguments: &str) -> Event {
+    Event::ToolCall(ToolCallDelta {
+        index,
+        id: id.map(str::to_owned),
+        name: name.map(str::to_owned),
+        arguments: arguments.to_owned(),
+    })
+}
+
+#[test]
+fn a_text_answer_is_anthropics_exact_sequence() {
+    let out = encode(vec![
+        Event::Usage(Usage { input_tokens: Some(12), output_tokens: Some(1), ..Usage::default() }),
+        Event::Text("Hel\"lo".into()),
+        Event::Text(" you".into()),
+        Event::Usage(Usage { output_tokens: Some(5), ..Usage::default() }),
+        Event::Finish(FinishReason::Stop),
+    ]);
+    let got = events(&out);
+    let names: Vec<&str> = got.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "message_start",
+            "ping",
+            "content_block_start",
+            "content_block_delta",
+            "content_block_delta",
+            "content_block_stop",
+            "message_delta",
+            "message_stop"
+        ]
+    );
+    assert_eq!(
+        got[0].1,
+        json!({ "type": "message_start", "message": { "id": "msg_1", "type": "message", "role": "assistant",
+            "model": "claude-x", "content": [], "stop_reason": null, "stop_sequence": null,
+            "usage": { "input_tokens": 12, "output_tokens": 1 } } })
+    );
+    assert_eq!(
+        got[2].1,
+        json!({ "type": "content_block_start", "index": 0, "content_block": { "type": "text", "text": "" } })
+    );
+    assert_eq!(
+        got[3].1,
+        json!({ "type": "content_block_delta", "index": 0, "delta": { "type": "text_delta", "text": "Hel\"lo" } })
+    );
+    assert_eq!(got[5].1, json!({ "type": "content_block_stop", "index": 0 }));
+    assert_eq!(
+        got[6].1,
+        json!({ "type": "message_delta", "delta": { "stop_reason": "end_turn", "stop_sequence": null },
+            "usage": { "input_tokens": 12, "output_tokens": 5 } }),
+        "the final usage is cumulative"
+    );
+    assert_eq!(got[7].1, json!({ "type": "message_stop" }));
+}
+
+#[test]
+fn thinking_then_text_then_tools_are_blocks_in_order() {
+    let out = encode(vec![
+        Event::Reasoning("hmm".into()),
+        Event::Signature("sig".into()),
+        Event::Text("Let me check.".into()),
+        call(0, Some("toolu_a"), Some("get_weather"), ""),
+        call(0, None, None, "{\"city\":\"Paris\"}"),
+        call(1, Some("toolu_b"), Some("get_time"), "{}"),
+        Event::Finish(FinishReason::ToolCalls),
+    ]);
+    let got = events(&out);
+    let starts: Vec<(&Value, &Value)> = got
+        .iter()
+        .filter(|(name, _)| name == "content_block_start")
+        .map(|(_, data)| (&data["index"], &data["content_block"]))
+        .collect();
+    assert_eq!(
+        starts,
+        [
+            (&json!(0), &json!({ "type": "thinking", "thinking": "", "signature": "" })),
+            (&json!(1), &json!({ "type": "text", "text": "" })),
+            (&json!(2), &json!({ "type": "tool_use", "id": "toolu_a", "name": "get_weather", "input": {} })),
+            (&json!(3), &json!({ "type": "tool_use", "id": "toolu_b", "name": "get_time", "input": {} })),
+        ]
+    );
+    let deltas: Vec<&Value> =
+        got.iter().filter(|(name, _)| name == "content_block_delta").map(|(_, data)| &data["delta"]).collect();
+    assert_eq!(
+        deltas,
+        [
+            &json!({ "type": "thinking_delta", "thinking": "hmm" }),
+            &json!({ "type": "signature_delta", "signature": "sig" }),
+            &json!({ "type": "text_delta", "text": "Let me check." }),
+            &json!({ "type": "input_json_delta", "partial_json": "{\"city\":\"Paris\"}" }),
+            &json!({ "type": "input_json_delta", "partial_json": "{}" }),
+        ]
+    );
+    let stops = got.iter().filter(|(name, _)| name == "content_block_stop").count();
+    assert_eq!(stops, 4, "every block is closed");
+    let delta = got.iter().find(|(name, _)| name == "message_delta").map(|(_, data)| &data["delta"]["stop_reason"]);
+    assert_eq!(delta, Some(&json!("tool_use")));
+}
+
+#[test]
+fn anthropics_own_decoder_reads_back_what_the_encoder_wrote() {
+    use crate::providers::{ProviderKind, SseEvent};
+    let answer = vec![
+        Event::Usage(Usage { input_tokens: Some(7), output_tokens: Some(0), ..Usage::default() }),
+        Event::Reasoning("think".into()),
+        Event::Signature("sig".into()),
+        Event::Text("one".into()),
+        Event::Text(" two".into()),
+        call(0, Some("toolu_a"), Some("f"), ""),
+        call(0, None, None, "{\"x\":"),
+        call(0, None, None, "1}"),
+        Event::Usage(Usage { output_tokens: Some(9), ..Usage::default() }),
+        Event::Finish(FinishReason::ToolCalls),
+    ];
+    let out = encode(answer.clone());
+    let mut decoder = ProviderKind::Anthropic.adapter().decoder();
+    let mut back = Vec::new();
+    for (name, data) in events(&out) {
+        let sse = SseEvent::new(&name, &data.to_string());
+        back.extend(decoder.on_event(&sse).unwrap_or_default());
+    }
+    assert!(decoder.is_done(), "message_stop ends it");
+    let usage_free = |events: &[Event]| -> Vec<Event> {
+        events.iter().filter(|event| !matches!(event, Event::Usage(_))).cloned().collect()
+    };
+    assert_eq!(usage_free(&back), usage_free(&answer));
+    let last_usage = back.iter().rev().find_map(|event| match event {
+        Event::Usage(usage) => Some(*usage),
+        _ => None,
+    });
+    assert_eq!(last_usage.map(|u| (u.input_tokens, u.output_tokens)), Some((Some(7), Some(9))));
+}
+
+#[test]
+fn an_answer_of_usage_only_still_starts_and_ends_the_message() {
+    let got = events(&encode(vec![Event::Usage(Usage::default()), Event::Finish(FinishReason::Stop)]));
+    let names: Vec<&str> = got.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(names, ["message_start", "ping", "message_delta", "message_stop"]);
+}
