@@ -22,6 +22,8 @@ pub enum ClientDialect {
     ChatCompletions,
     /// Anthropic Messages.
     Messages,
+    /// OpenAI Responses.
+    Responses,
 }
 
 /// A setting every dialect has, under the dialect's own name for it.
@@ -77,6 +79,9 @@ impl ClientDialect {
             (ClientDialect::Messages, Setting::ParallelToolCalls) => "tool_choice.disable_parallel_tool_use",
             (ClientDialect::Messages, Setting::ResponseFormat) => "output_config.format",
             (ClientDialect::Messages, Setting::ReasoningEffort) => "output_config.effort",
+            (ClientDialect::Responses, Setting::MaxTokens) => "max_output_tokens",
+            (ClientDialect::Responses, Setting::ResponseFormat) => "text.format",
+            (ClientDialect::Responses, Setting::ReasoningEffort) => "reasoning.effort",
             (_, Setting::ThinkingBudget) => "thinking",
             (_, Setting::MaxTokens) => "max_tokens",
             (_, Setting::Temperature) => "temperature",
@@ -339,6 +344,10 @@ pub struct ChatRequest {
     pub top_k: Option<u32>,
     /// The end user, for the provider's abuse monitoring.
     pub user: Option<String>,
+    /// What the provider's prompt cache may group requests by (OpenAI's
+    /// `prompt_cache_key`): a hint that asks nothing of the answer, which a
+    /// target without such a cache honours by leaving it out.
+    pub cache_key: Option<String>,
     /// The dialect the request came in, which its `extra` fields, its
     /// messages' and its [`Part::Other`] parts are written in.
     pub dialect: ClientDialect,

@@ -7,7 +7,10 @@
 
 pub mod anthropic;
 mod error;
+mod fields;
 pub mod openai;
+pub mod responses;
+mod sse;
 
 use bytes::{Bytes, BytesMut};
 use http::HeaderMap;

@@ -24,6 +24,7 @@ use serde_json::json;
 use crate::dialect::ApiError;
 use crate::dialect::anthropic::AnthropicMessages;
 use crate::dialect::openai::OpenAiChat;
+use crate::dialect::responses::OpenAiResponses;
 
 pub use panic::install_panic_hook;
 pub use state::AppState;
@@ -38,6 +39,7 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/chat/completions", post(chat::chat::<OpenAiChat>))
         .route("/v1/messages", post(chat::chat::<AnthropicMessages>))
         .route("/v1/messages/count_tokens", post(anthropic::count_tokens))
+        .route("/v1/responses", post(chat::chat::<OpenAiResponses>))
         .route("/v1/models", get(models))
         .route("/v1/models/{*id}", get(model))
         .route("/", get(page))

@@ -72,6 +72,20 @@ impl Received {
             .collect()
     }
 
+    /// Each named SSE event of the body (Anthropic's, the Responses API's),
+    /// as (name, data).
+    pub fn named_events(&self) -> Vec<(String, Value)> {
+        self.raw
+            .split_terminator("\n\n")
+            .filter_map(|event| {
+                let mut lines = event.lines();
+                let name = lines.next()?.strip_prefix("event: ")?.to_owned();
+                let data = serde_json::from_str(lines.next()?.strip_prefix("data: ")?).ok()?;
+                Some((name, data))
+            })
+            .collect()
+    }
+
     /// The text a client assembles from the chunks' `delta.content`.
     pub fn streamed_text(&self) -> String {
         self.chunks()
@@ -106,6 +120,17 @@ impl Received {
 /// Posts `body` to the chat endpoint and reads the whole answer.
 pub async fn post_chat(server: &impl Server, body: &Value) -> Received {
     post_raw(server, CHAT, body.to_string().into_bytes(), "application/json").await
+}
+
+/// Posts `body` to `path` with `headers` besides its content type, and
+/// reads the whole answer.
+pub async fn post_with(server: &impl Server, path: &str, body: &Value, headers: &[(&str, &str)]) -> Received {
+    let mut request = reqwest::Client::new().post(server.url(path)).header("content-type", "application/json");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let started = Instant::now();
+    read_response(request.body(body.to_string()).send().await.expect("the proxy answers"), started).await
 }
 
 /// Posts raw bytes to `path` and reads the whole answer.

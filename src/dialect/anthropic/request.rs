@@ -6,9 +6,9 @@
 
 use bytes::Bytes;
 use http::HeaderMap;
-use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
+use crate::dialect::fields::Fields;
 use crate::dialect::{ApiError, Ingress};
 use crate::request::{
     ChatRequest, ClientDialect, Image, JsonSchema, LimitField, Message, Native, Part, ResponseFormat, Role, Tool,
@@ -18,37 +18,6 @@ use crate::request::{
 /// The headers that belong to Anthropic's API and go with the body to an
 /// anthropic-kind target.
 const API_HEADERS: [&str; 2] = ["anthropic-version", "anthropic-beta"];
-
-/// The fields of one JSON object, taken out one by one: what is left is
-/// what baton does not translate. Errors name the field by its path.
-struct Fields {
-    map: Map<String, Value>,
-    at: String,
-}
-
-impl Fields {
-    fn new(value: Value, at: &str) -> Result<Self, ApiError> {
-        match value {
-            Value::Object(map) => Ok(Fields { map, at: at.to_owned() }),
-            _ => Err(ApiError::bad_request(format!("`{}` must be an object", at.trim_end_matches('.')))),
-        }
-    }
-
-    /// Takes `name`, typed; absent and `null` are both `None`.
-    fn take<T: DeserializeOwned>(&mut self, name: &str) -> Result<Option<T>, ApiError> {
-        match self.map.remove(name) {
-            None | Some(Value::Null) => Ok(None),
-            Some(value) => serde_json::from_value(value)
-                .map(Some)
-                .map_err(|err| ApiError::bad_request(format!("invalid request body: `{}{name}`: {err}", self.at))),
-        }
-    }
-
-    /// Takes `name`, which must be there.
-    fn need<T: DeserializeOwned>(&mut self, name: &str) -> Result<T, ApiError> {
-        self.take(name)?.ok_or_else(|| ApiError::bad_request(format!("`{}{name}`: field required", self.at)))
-    }
-}
 
 /// Parses and checks a `POST /v1/messages` body; `headers` give the API
 /// version and betas the body goes upstream with.
@@ -325,9 +294,7 @@ fn metadata(fields: &mut Fields, request: &mut ChatRequest) -> Result<(), ApiErr
     let Some(metadata) = fields.take::<Value>("metadata")? else { return Ok(()) };
     let mut metadata = Fields::new(metadata, "metadata.")?;
     request.user = metadata.take("user_id")?;
-    if !metadata.map.is_empty() {
-        fields.map.insert("metadata".into(), Value::Object(metadata.map));
-    }
+    metadata.keep_rest("metadata", fields);
     Ok(())
 }
 
@@ -374,9 +341,7 @@ fn output_config(fields: &mut Fields, request: &mut ChatRequest) -> Result<(), A
             }
         }
     }
-    if !config.map.is_empty() {
-        fields.map.insert("output_config".into(), Value::Object(config.map));
-    }
+    config.keep_rest("output_config", fields);
     Ok(())
 }
 

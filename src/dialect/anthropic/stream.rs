@@ -6,10 +6,10 @@
 //! event of an answer, is a fixed prefix and the escaped text.
 
 use bytes::{BufMut, Bytes, BytesMut};
-use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::{error_json, stop_reason, usage_json};
+use crate::dialect::sse::{put_json_str, write_named};
 use crate::dialect::{ApiError, Encoder};
 use crate::event::{Event, FinishReason, ToolCallDelta, Usage};
 
@@ -62,7 +62,7 @@ impl MessageEncoder {
             "id": self.id, "type": "message", "role": "assistant", "model": self.model, "content": [],
             "stop_reason": null, "stop_sequence": null, "usage": usage,
         });
-        write_event("message_start", &json!({ "type": "message_start", "message": message }), out);
+        write_named("message_start", &json!({ "type": "message_start", "message": message }), out);
         out.put_slice(b"event: ping\ndata: {\"type\":\"ping\"}\n\n");
     }
 
@@ -76,7 +76,7 @@ impl MessageEncoder {
         self.close(out);
         let index = self.next_block;
         let start = json!({ "type": "content_block_start", "index": index, "content_block": content_block() });
-        write_event("content_block_start", &start, out);
+        write_named("content_block_start", &start, out);
         self.open = block;
     }
 
@@ -85,7 +85,7 @@ impl MessageEncoder {
         if self.open == Open::None {
             return;
         }
-        write_event("content_block_stop", &json!({ "type": "content_block_stop", "index": self.next_block }), out);
+        write_named("content_block_stop", &json!({ "type": "content_block_stop", "index": self.next_block }), out);
         self.next_block = self.next_block.saturating_add(1);
         self.open = Open::None;
     }
@@ -155,40 +155,20 @@ impl Encoder for MessageEncoder {
             "delta": { "stop_reason": stop_reason(self.stop.unwrap_or(FinishReason::Stop)), "stop_sequence": null },
             "usage": usage_json(self.usage),
         });
-        write_event("message_delta", &delta, out);
+        write_named("message_delta", &delta, out);
         out.put_slice(b"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n");
     }
 
     /// An `error` event, and no `message_stop`.
     fn write_failure(&mut self, error: &ApiError, out: &mut BytesMut) {
-        write_event("error", &error_json(error), out);
+        write_named("error", &error_json(error), out);
     }
 
     fn panicked() -> Bytes {
         let mut out = BytesMut::new();
-        write_event("error", &error_json(&ApiError::relay_panicked()), &mut out);
+        write_named("error", &error_json(&ApiError::relay_panicked()), &mut out);
         out.freeze()
     }
-}
-
-/// Appends `event: <name>\ndata: <json>\n\n`.
-fn write_event(name: &str, value: &impl Serialize, out: &mut BytesMut) {
-    let start = out.len();
-    out.put_slice(b"event: ");
-    out.put_slice(name.as_bytes());
-    out.put_slice(b"\ndata: ");
-    if serde_json::to_writer((&mut *out).writer(), value).is_err() {
-        out.truncate(start);
-        return;
-    }
-    out.put_slice(b"\n\n");
-}
-
-/// Appends `text` as a JSON string.
-#[inline]
-fn put_json_str(text: &str, out: &mut BytesMut) {
-    // Writing into a `BytesMut` cannot fail, and a `str` always serialises.
-    let _ = serde_json::to_writer(out.writer(), text);
 }
 
 #[cfg(test)]

@@ -47,7 +47,7 @@ impl Dialect for OpenAiChat {
 }
 
 /// An error as OpenAI's SDKs parse it, in a body or in a stream's error event.
-fn error_json(error: &ApiError) -> Value {
+pub(in crate::dialect) fn error_json(error: &ApiError) -> Value {
     json!({ "error": { "message": error.message(), "type": error_type(error.kind()), "code": error.code() } })
 }
 

@@ -139,6 +139,7 @@ struct WireBody {
     reasoning_effort: Option<String>,
     user: Option<String>,
     top_k: Option<u32>,
+    cache_key: Option<String>,
     extra: Map<String, Value>,
 }
 
@@ -266,11 +267,12 @@ impl<'de> Visitor<'de> for BodyVisitor {
                 "reasoning_effort" => body.reasoning_effort = map.next_value_seed(labeled(None, "reasoning_effort"))?,
                 // Typed when they hold what every dialect means by them
                 // (vLLM's `top_k: -1` does not): else kept as sent.
-                "user" | "top_k" => {
+                "user" | "top_k" | "prompt_cache_key" => {
                     let value: Value = map.next_value()?;
                     let top_k = value.as_u64().and_then(|k| u32::try_from(k).ok());
                     match (key.as_ref(), value) {
                         ("user", Value::String(user)) => body.user = Some(user),
+                        ("prompt_cache_key", Value::String(cache_key)) => body.cache_key = Some(cache_key),
                         ("top_k", _) if top_k.is_some() => body.top_k = top_k,
                         (_, value) => {
                             body.extra.insert(key.into_owned(), value);
@@ -401,6 +403,7 @@ pub fn parse(body: &[u8]) -> Result<Ingress<Options>, ApiError> {
         reasoning_effort: body.reasoning_effort,
         top_k: body.top_k,
         user: body.user,
+        cache_key: body.cache_key,
         extra: body.extra,
         ..ChatRequest::default()
     };

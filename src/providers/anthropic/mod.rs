@@ -214,11 +214,12 @@ fn conversation(req: &ChatRequest) -> Vec<Value> {
             Role::System => continue,
             Role::User => ("user", message.content.iter().filter_map(content_block).collect()),
             Role::Assistant => {
-                let mut blocks: Vec<Value> = message.content.iter().filter_map(content_block).collect();
+                // Reasoning goes back only to the provider that signed it.
+                let signed_here = req.dialect == ClientDialect::Messages;
+                let parts = message.content.iter().filter(|part| signed_here || !part.is_reasoning());
+                let mut blocks: Vec<Value> = parts.filter_map(content_block).collect();
                 blocks.retain(|block| block.get("text").is_none_or(|text| text != ""));
-                blocks.extend(message.tool_calls.iter().map(|call| {
-                    json!({ "type": "tool_use", "id": call.id, "name": call.name, "input": arguments(&call.arguments) })
-                }));
+                blocks.extend(message.tool_calls.iter().map(tool_use));
                 ("assistant", blocks)
             }
             Role::Tool => {
@@ -246,6 +247,11 @@ fn conversation(req: &ChatRequest) -> Vec<Value> {
         }
     }
     turns.into_iter().map(|(role, content)| json!({ "role": role, "content": plain(content) })).collect()
+}
+
+/// An earlier tool call as a `tool_use` block.
+fn tool_use(call: &crate::request::ToolCall) -> Value {
+    json!({ "type": "tool_use", "id": call.id, "name": call.name, "input": arguments(&call.arguments) })
 }
 
 /// A turn that is one plain text block, as a string: what most turns are.

@@ -106,7 +106,7 @@ struct Body<'a> {
 /// The keys baton writes itself. The dialect takes each of them out of the
 /// client's fields, so an untranslated field never has one of these names;
 /// if one did, it would not override what baton wrote.
-const BODY_KEYS: [&str; 16] = [
+const BODY_KEYS: [&str; 17] = [
     "model",
     "messages",
     "stream",
@@ -123,6 +123,7 @@ const BODY_KEYS: [&str; 16] = [
     "reasoning_effort",
     "top_k",
     "user",
+    "prompt_cache_key",
 ];
 
 fn body<'a>(model: &'a str, req: &'a ChatRequest) -> Body<'a> {
@@ -175,6 +176,9 @@ impl Serialize for Body<'_> {
         }
         if let Some(user) = &req.user {
             map.serialize_entry("user", user)?;
+        }
+        if let Some(cache_key) = &req.cache_key {
+            map.serialize_entry("prompt_cache_key", cache_key)?;
         }
         let extra = req.extra_in(ClientDialect::ChatCompletions).into_iter().flatten();
         for (name, value) in extra.filter(|(name, _)| !BODY_KEYS.contains(&name.as_str())) {

@@ -1,0 +1,61 @@
+//! OpenAI Responses, the dialect of `POST /v1/responses`: what the OpenAI
+//! SDKs' `client.responses`, the Codex CLI and the Vercel AI SDK's default
+//! OpenAI provider speak. Requests are parsed into the normalised request
+//! ([`parse`]); events go back as the Responses stream, each event with its
+//! `sequence_number` ([`ResponseEncoder`]), or as one `response` object;
+//! errors in OpenAI's shape. baton keeps no conversation state: every answer
+//! says `store: false`.
+
+mod request;
+mod stream;
+
+use bytes::{Bytes, BytesMut};
+use http::HeaderMap;
+use serde_json::{Map, Value};
+
+pub use request::parse;
+pub use stream::ResponseEncoder;
+
+use super::{ApiError, Dialect, Encoder, Ingress};
+use crate::event::Event;
+
+/// The OpenAI Responses dialect.
+pub struct OpenAiResponses;
+
+/// What a Responses client asked that its answer repeats or needs.
+pub struct Options {
+    /// The request's fields a `response` object echoes (`instructions`,
+    /// `tools`, `text`…), as the client sent them.
+    pub echo: Map<String, Value>,
+    /// Whether the client asked for reasoning summaries.
+    pub reasoning_summary: bool,
+}
+
+impl Dialect for OpenAiResponses {
+    type Options = Options;
+    type Encoder = ResponseEncoder;
+
+    fn parse(body: Bytes, _: &HeaderMap) -> Result<Ingress<Options>, ApiError> {
+        parse(body)
+    }
+
+    fn encoder(model: &str, options: Options) -> ResponseEncoder {
+        ResponseEncoder::new(model, options)
+    }
+
+    /// The same encoder's final `response` object: one path for both forms.
+    fn completion(model: &str, options: Options, events: Vec<Event>) -> Vec<u8> {
+        let mut encoder = ResponseEncoder::new(model, options);
+        let mut ignored = BytesMut::new();
+        for event in events {
+            encoder.write_event(event, &mut ignored);
+            ignored.clear();
+        }
+        encoder.write_done(&mut ignored);
+        serde_json::to_vec(&encoder.response()).unwrap_or_default()
+    }
+
+    fn error_body(error: &ApiError) -> Vec<u8> {
+        serde_json::to_vec(&super::openai::error_json(error)).unwrap_or_default()
+    }
+}

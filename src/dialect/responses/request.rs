@@ -1,0 +1,296 @@
+//! OpenAI Responses requests, checked and turned into the normalised
+//! [`ChatRequest`]: `input` as text or items, `instructions`, function tools
+//! and their outputs, `text.format`, `reasoning`. baton keeps no
+//! conversation state, so what needs it (`previous_response_id`,
+//! `conversation`) is refused by name. What has no translation stays in the
+//! request's `extra` under the Responses API's names, to be refused by name.
+
+use bytes::Bytes;
+use serde_json::{Map, Value};
+
+use super::Options;
+use crate::dialect::fields::Fields;
+use crate::dialect::{ApiError, Ingress};
+use crate::request::{
+    ChatRequest, ClientDialect, Image, JsonSchema, LimitField, Message, Native, Part, ResponseFormat, Role, Tool,
+    ToolCall, ToolChoice,
+};
+
+/// Fields that need state baton does not keep.
+const STATEFUL: [&str; 2] = ["previous_response_id", "conversation"];
+
+/// The request fields a `response` object echoes back.
+const ECHOED: [&str; 11] = [
+    "instructions",
+    "max_output_tokens",
+    "metadata",
+    "parallel_tool_calls",
+    "reasoning",
+    "temperature",
+    "text",
+    "tool_choice",
+    "tools",
+    "top_p",
+    "user",
+];
+
+/// What `include` may ask for that a target which returns no such data
+/// honours: encrypted reasoning, to send back on the next turn.
+const HONOURED_INCLUDES: [&str; 1] = ["reasoning.encrypted_content"];
+
+/// Parses and checks a `POST /v1/responses` body.
+pub fn parse(body: Bytes) -> Result<Ingress<Options>, ApiError> {
+    let value: Value =
+        serde_json::from_slice(&body).map_err(|err| ApiError::bad_request(format!("invalid request body: {err}")))?;
+    let mut fields = Fields::new(value, "")?;
+    if let Some(name) = STATEFUL.iter().find(|name| fields.map.get(**name).is_some_and(|v| !v.is_null())) {
+        return Err(ApiError::bad_request(format!(
+            "`{name}` is not supported: this gateway keeps no conversation state; send the whole conversation in `input`"
+        )));
+    }
+    let echo: Map<String, Value> =
+        ECHOED.iter().filter_map(|name| Some(((*name).to_owned(), fields.map.get(*name)?.clone()))).collect();
+    let model: String = fields.need("model")?;
+    let stream = fields.take("stream")?.unwrap_or(false);
+    fields.map.remove("stream_options");
+    // Not honoured: baton stores nothing, and every answer says so.
+    fields.map.remove("store");
+    let mut messages = Vec::new();
+    if let Some(instructions) = fields.take::<String>("instructions")? {
+        messages.push(Message::text(Role::System, instructions));
+    }
+    match fields.need::<Value>("input")? {
+        Value::String(text) => messages.push(Message::text(Role::User, text)),
+        Value::Array(items) => {
+            for (i, item) in items.into_iter().enumerate() {
+                input_item(i, item, &mut messages)?;
+            }
+        }
+        _ => return Err(ApiError::bad_request("`input` must be a string or a list of items")),
+    }
+    let mut request = ChatRequest {
+        messages,
+        max_tokens: fields.take("max_output_tokens")?,
+        limit_field: LimitField::MaxCompletionTokens,
+        temperature: fields.take("temperature")?,
+        top_p: fields.take("top_p")?,
+        parallel_tool_calls: fields.take("parallel_tool_calls")?,
+        user: fields.take("user")?,
+        cache_key: fields.take("prompt_cache_key")?,
+        dialect: ClientDialect::Responses,
+        ..ChatRequest::default()
+    };
+    tools(&mut fields, &mut request)?;
+    tool_choice(&mut fields, &mut request)?;
+    text(&mut fields, &mut request)?;
+    reasoning(&mut fields, &mut request)?;
+    include(&mut fields)?;
+    if fields.map.get("truncation").is_some_and(|v| v == "disabled") {
+        fields.map.remove("truncation");
+    }
+    request.extra = std::mem::take(&mut fields.map);
+    request.native = Some(Native { body, headers: Vec::new() });
+    let options = Options { echo, reasoning_summary: request.shows_reasoning };
+    Ok(Ingress { model, stream, request, options })
+}
+
+/// Input item `i`, appended to `messages`: a message, a function call (on
+/// the assistant message before it, or a new one), a call's output, or
+/// earlier reasoning.
+fn input_item(i: usize, item: Value, messages: &mut Vec<Message>) -> Result<(), ApiError> {
+    let at = format!("input[{i}].");
+    let mut fields = Fields::new(item, &at)?;
+    let kind = fields.take::<String>("type")?.unwrap_or_else(|| "message".to_owned());
+    match kind.as_str() {
+        "message" => messages.push(message(i, fields)?),
+        "function_call" => {
+            let call = ToolCall {
+                id: fields.need("call_id")?,
+                name: fields.need("name")?,
+                arguments: fields.take("arguments")?.unwrap_or_default(),
+            };
+            match messages.last_mut() {
+                Some(last) if last.role == Role::Assistant => last.tool_calls.push(call),
+                _ => messages.push(Message { content: Vec::new(), tool_calls: vec![call], ..assistant() }),
+            }
+        }
+        "function_call_output" => {
+            let id: String = fields.need("call_id")?;
+            let content = match fields.need::<Value>("output")? {
+                Value::String(text) => vec![Part::Text { text, cache: None }],
+                Value::Array(parts) => content_parts(i, parts)?,
+                _ => return Err(ApiError::bad_request(format!("`{at}output` must be a string or a list of parts"))),
+            };
+            messages.push(Message { content, tool_call_id: Some(id), ..Message::text(Role::Tool, "") });
+        }
+        "reasoning" => {
+            let summary: Vec<Value> = fields.take("summary")?.unwrap_or_default();
+            let text = summary.iter().filter_map(|part| part["text"].as_str()).collect::<Vec<_>>().join("\n\n");
+            let signature = fields.take("encrypted_content")?;
+            let part = Part::Thinking { text, signature };
+            match messages.last_mut() {
+                Some(last) if last.role == Role::Assistant && last.tool_calls.is_empty() => last.content.push(part),
+                _ => messages.push(Message { content: vec![part], ..assistant() }),
+            }
+        }
+        // Built-in tools' calls and outputs, item references: kept as sent.
+        _ => {
+            fields.map.insert("type".into(), Value::String(kind));
+            let part = Part::Other(Value::Object(fields.map));
+            messages.push(Message { content: vec![part], ..assistant() });
+        }
+    }
+    Ok(())
+}
+
+/// An empty assistant message.
+fn assistant() -> Message {
+    Message { content: Vec::new(), ..Message::text(Role::Assistant, "") }
+}
+
+fn message(i: usize, mut fields: Fields) -> Result<Message, ApiError> {
+    let role = match fields.need::<String>("role")?.as_str() {
+        "user" => Role::User,
+        "assistant" => Role::Assistant,
+        "system" | "developer" => Role::System,
+        other => {
+            return Err(ApiError::bad_request(format!(
+                "`input[{i}].role` {other:?} is not one of user, assistant, system, developer"
+            )));
+        }
+    };
+    let content = match fields.need::<Value>("content")? {
+        Value::String(text) => vec![Part::Text { text, cache: None }],
+        Value::Array(parts) => content_parts(i, parts)?,
+        _ => return Err(ApiError::bad_request(format!("`input[{i}].content` must be a string or a list of parts"))),
+    };
+    // An item's own id and status say nothing to a model.
+    fields.map.remove("id");
+    fields.map.remove("status");
+    Ok(Message { content, extra: std::mem::take(&mut fields.map), ..Message::text(role, "") })
+}
+
+/// Content parts: text in and out, images by URL, anything else as sent.
+fn content_parts(i: usize, parts: Vec<Value>) -> Result<Vec<Part>, ApiError> {
+    parts
+        .into_iter()
+        .enumerate()
+        .map(|(j, part)| {
+            let original = part.clone();
+            let mut part = Fields::new(part, &format!("input[{i}].content[{j}]."))?;
+            let kind: String = part.need("type")?;
+            Ok(match kind.as_str() {
+                "input_text" | "output_text" => Part::Text { text: part.need("text")?, cache: None },
+                "input_image" if part.map.contains_key("image_url") => Part::Image(Image {
+                    url: part.need("image_url")?,
+                    detail: part.take::<String>("detail")?.filter(|detail| detail != "auto"),
+                    cache: None,
+                }),
+                _ => Part::Other(original),
+            })
+        })
+        .collect()
+}
+
+/// Function tools are translated; the API's built-in tools (web search,
+/// file search, computer use…) stay in `extra` as `tools`, so only a target
+/// that speaks Responses natively takes them.
+fn tools(fields: &mut Fields, request: &mut ChatRequest) -> Result<(), ApiError> {
+    let Some(wire) = fields.take::<Vec<Value>>("tools")? else { return Ok(()) };
+    let mut built_in = Vec::new();
+    for (i, tool) in wire.into_iter().enumerate() {
+        let mut tool = Fields::new(tool, &format!("tools[{i}]."))?;
+        match tool.need::<String>("type")?.as_str() {
+            "function" => request.tools.push(Tool {
+                name: tool.need("name")?,
+                description: tool.take("description")?,
+                parameters: tool.take("parameters")?.unwrap_or(Value::Null),
+                strict: tool.take("strict")?,
+                cache: None,
+            }),
+            kind => {
+                tool.map.insert("type".into(), Value::String(kind.to_owned()));
+                built_in.push(Value::Object(tool.map));
+            }
+        }
+    }
+    if !built_in.is_empty() {
+        fields.map.insert("tools".into(), Value::Array(built_in));
+    }
+    Ok(())
+}
+
+fn tool_choice(fields: &mut Fields, request: &mut ChatRequest) -> Result<(), ApiError> {
+    let Some(choice) = fields.map.remove("tool_choice") else { return Ok(()) };
+    request.tool_choice = match &choice {
+        Value::Null => None,
+        Value::String(mode) if mode == "auto" => Some(ToolChoice::Auto),
+        Value::String(mode) if mode == "none" => Some(ToolChoice::None),
+        Value::String(mode) if mode == "required" => Some(ToolChoice::Required),
+        Value::Object(named) if named.get("type").is_some_and(|t| t == "function") => {
+            let name = named.get("name").and_then(Value::as_str);
+            Some(ToolChoice::Function(
+                name.ok_or_else(|| ApiError::bad_request("`tool_choice.name`: field required"))?.to_owned(),
+            ))
+        }
+        // Built-in and allowed-tools choices: kept as sent.
+        _ => {
+            fields.map.insert("tool_choice".into(), choice);
+            None
+        }
+    };
+    Ok(())
+}
+
+/// `text.format` is the answer's form; the rest of `text` stays as sent.
+fn text(fields: &mut Fields, request: &mut ChatRequest) -> Result<(), ApiError> {
+    let Some(text) = fields.take::<Value>("text")? else { return Ok(()) };
+    let mut text = Fields::new(text, "text.")?;
+    if let Some(format) = text.take::<Value>("format")? {
+        let mut format = Fields::new(format, "text.format.")?;
+        request.response_format = Some(match format.need::<String>("type")?.as_str() {
+            "text" => ResponseFormat::Text,
+            "json_object" => ResponseFormat::JsonObject,
+            "json_schema" => ResponseFormat::JsonSchema(JsonSchema {
+                name: format.take("name")?.unwrap_or_else(|| "output".to_owned()),
+                description: format.take("description")?,
+                schema: format.need("schema")?,
+                strict: format.take("strict")?,
+            }),
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "`text.format.type` {other:?} is not one of text, json_object, json_schema"
+                )));
+            }
+        });
+    }
+    text.keep_rest("text", fields);
+    Ok(())
+}
+
+/// `reasoning.effort` is the effort; a `summary` asked for means the client
+/// sees the reasoning; the rest stays as sent.
+fn reasoning(fields: &mut Fields, request: &mut ChatRequest) -> Result<(), ApiError> {
+    let Some(reasoning) = fields.take::<Value>("reasoning")? else { return Ok(()) };
+    let mut reasoning = Fields::new(reasoning, "reasoning.")?;
+    request.reasoning_effort = reasoning.take("effort")?;
+    request.shows_reasoning = reasoning.take::<String>("summary")?.is_some_and(|summary| summary != "none");
+    // The older spelling of `summary`.
+    request.shows_reasoning |= reasoning.take::<String>("generate_summary")?.is_some_and(|summary| summary != "none");
+    reasoning.keep_rest("reasoning", fields);
+    Ok(())
+}
+
+/// What `include` asks for beyond what every target honours stays as sent.
+fn include(fields: &mut Fields) -> Result<(), ApiError> {
+    let Some(include) = fields.take::<Vec<String>>("include")? else { return Ok(()) };
+    let rest: Vec<Value> =
+        include.into_iter().filter(|item| !HONOURED_INCLUDES.contains(&item.as_str())).map(Value::String).collect();
+    if !rest.is_empty() {
+        fields.map.insert("include".into(), Value::Array(rest));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

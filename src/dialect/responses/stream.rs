@@ -1,0 +1,368 @@
+//! The streamed answer as the Responses API's events: `response.created`
+//! and `response.in_progress`, then per output item `output_item.added`,
+//! its parts and deltas and their `.done`s, and `output_item.done`, then
+//! `response.completed` (or `response.incomplete` when a limit cut the
+//! answer) with the whole output and usage. Every event carries its
+//! `sequence_number`. A text delta, nearly every event of an answer, is a
+//! fixed prefix, the escaped text and a fixed tail.
+
+use std::fmt::Write as _;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use serde_json::{Value, json};
+
+use super::Options;
+use crate::dialect::sse::{put_json_str, write_named};
+use crate::dialect::{ApiError, Encoder};
+use crate::event::{Event, FinishReason, ToolCallDelta, Usage};
+
+/// The output item being written.
+enum Open {
+    /// An assistant message of one `output_text` part.
+    Message { id: String, text: String },
+    /// A reasoning summary.
+    Reasoning { id: String, text: String },
+    /// A function call, by its index among the answer's calls.
+    Call { id: String, index: u32, call_id: String, name: String, arguments: String },
+}
+
+impl Open {
+    fn id(&self) -> &str {
+        match self {
+            Open::Message { id, .. } | Open::Reasoning { id, .. } | Open::Call { id, .. } => id,
+        }
+    }
+}
+
+/// Encodes a committed stream as Responses events.
+pub struct ResponseEncoder {
+    id: String,
+    created_at: u64,
+    model: String,
+    options: Options,
+    sequence: u64,
+    started: bool,
+    /// The items already done, in order, as the final `response` lists them.
+    output: Vec<Value>,
+    open: Option<Open>,
+    usage: Usage,
+    finish: Option<FinishReason>,
+    /// The `item_id` and `output_index` fields of the open item's deltas.
+    delta_head: Vec<u8>,
+}
+
+impl ResponseEncoder {
+    /// An encoder for one answer from `model`.
+    pub fn new(model: &str, options: Options) -> Self {
+        let created_at = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        ResponseEncoder {
+            id: new_id("resp"),
+            created_at,
+            model: model.to_owned(),
+            options,
+            sequence: 0,
+            started: false,
+            output: Vec::new(),
+            open: None,
+            usage: Usage::default(),
+            finish: None,
+            delta_head: Vec::new(),
+        }
+    }
+
+    /// The `response` object as it stands: in progress until the answer
+    /// ends, then completed, incomplete (a limit cut it) or failed.
+    pub fn response(&self) -> Value {
+        let (status, incomplete) = match self.finish {
+            Some(FinishReason::Length) => ("incomplete", json!({ "reason": "max_output_tokens" })),
+            Some(FinishReason::ContentFilter) => ("incomplete", json!({ "reason": "content_filter" })),
+            Some(FinishReason::Stop | FinishReason::ToolCalls) => ("completed", Value::Null),
+            None => ("in_progress", Value::Null),
+        };
+        let mut response = self.options.echo.clone();
+        let defaults = [
+            ("instructions", Value::Null),
+            ("max_output_tokens", Value::Null),
+            ("metadata", json!({})),
+            ("parallel_tool_calls", json!(true)),
+            ("reasoning", json!({ "effort": null, "summary": null })),
+            ("temperature", Value::Null),
+            ("text", json!({ "format": { "type": "text" } })),
+            ("tool_choice", json!("auto")),
+            ("tools", json!([])),
+            ("top_p", Value::Null),
+            ("user", Value::Null),
+        ];
+        for (name, value) in defaults {
+            response.entry(name).or_insert(value);
+        }
+        let fixed = [
+            ("id", json!(self.id)),
+            ("object", json!("response")),
+            ("created_at", json!(self.created_at)),
+            ("status", json!(status)),
+            ("error", Value::Null),
+            ("incomplete_details", incomplete),
+            ("model", json!(self.model)),
+            ("output", Value::Array(self.output.clone())),
+            ("previous_response_id", Value::Null),
+            ("store", json!(false)),
+            ("truncation", json!("disabled")),
+            ("usage", if self.finish.is_some() { usage_json(self.usage) } else { Value::Null }),
+        ];
+        response.extend(fixed.into_iter().map(|(name, value)| (name.to_owned(), value)));
+        Value::Object(response)
+    }
+
+    /// `response.created` and `response.in_progress`, once.
+    fn start(&mut self, out: &mut BytesMut) {
+        if self.started {
+            return;
+        }
+        self.started = true;
+        let response = self.response();
+        self.event("response.created", json!({ "response": response }), out);
+        self.event("response.in_progress", json!({ "response": response }), out);
+    }
+
+    /// One event: its type and sequence number, then `fields`.
+    fn event(&mut self, kind: &str, mut fields: Value, out: &mut BytesMut) {
+        fields["type"] = json!(kind);
+        fields["sequence_number"] = json!(self.sequence);
+        self.sequence += 1;
+        write_named(kind, &fields, out);
+    }
+
+    fn output_index(&self) -> usize {
+        self.output.len()
+    }
+
+    /// Opens an item for `event` unless one of its kind is open; closes any other.
+    fn open_for(&mut self, event: &Event, out: &mut BytesMut) {
+        self.start(out);
+        let fits = match (&self.open, event) {
+            (Some(Open::Message { .. }), Event::Text(_)) | (Some(Open::Reasoning { .. }), Event::Reasoning(_)) => true,
+            (Some(Open::Call { index, .. }), Event::ToolCall(call)) => call.id.is_none() && call.index == *index,
+            _ => false,
+        };
+        if fits {
+            return;
+        }
+        self.close(out);
+        let open = match event {
+            Event::Text(_) => Open::Message { id: new_id("msg"), text: String::new() },
+            Event::Reasoning(_) => Open::Reasoning { id: new_id("rs"), text: String::new() },
+            Event::ToolCall(call) => Open::Call {
+                id: new_id("fc"),
+                index: call.index,
+                call_id: call.id.clone().unwrap_or_default(),
+                name: call.name.clone().unwrap_or_default(),
+                arguments: String::new(),
+            },
+            _ => return,
+        };
+        let index = self.output_index();
+        let (item, part) = match &open {
+            Open::Message { id, .. } => (
+                json!({ "id": id, "type": "message", "status": "in_progress", "role": "assistant", "content": [] }),
+                Some((
+                    "response.content_part.added",
+                    json!({ "item_id": id, "output_index": index,
+                    "content_index": 0, "part": text_part("") }),
+                )),
+            ),
+            Open::Reasoning { id, .. } => (
+                json!({ "id": id, "type": "reasoning", "summary": [] }),
+                Some((
+                    "response.reasoning_summary_part.added",
+                    json!({ "item_id": id, "output_index": index,
+                    "summary_index": 0, "part": { "type": "summary_text", "text": "" } }),
+                )),
+            ),
+            Open::Call { id, call_id, name, .. } => (
+                json!({ "id": id, "type": "function_call", "status": "in_progress", "arguments": "",
+                    "call_id": call_id, "name": name }),
+                None,
+            ),
+        };
+        self.event("response.output_item.added", json!({ "output_index": index, "item": item }), out);
+        if let Some((kind, fields)) = part {
+            self.event(kind, fields, out);
+        }
+        let part_index = match open {
+            Open::Message { .. } => Some("content_index"),
+            Open::Reasoning { .. } => Some("summary_index"),
+            Open::Call { .. } => None,
+        };
+        self.delta_head = delta_head(open.id(), index, part_index);
+        self.open = Some(open);
+    }
+
+    /// A delta of the open item, without building a JSON tree.
+    fn delta(&mut self, kind: &str, text: &str, out: &mut BytesMut) {
+        out.reserve(96 + kind.len() * 2 + self.delta_head.len() + text.len());
+        out.put_slice(b"event: ");
+        out.put_slice(kind.as_bytes());
+        out.put_slice(b"\ndata: {\"type\":\"");
+        out.put_slice(kind.as_bytes());
+        out.put_slice(b"\",\"sequence_number\":");
+        let _ = write!(out, "{}", self.sequence);
+        self.sequence += 1;
+        out.put_slice(&self.delta_head);
+        out.put_slice(b",\"delta\":");
+        put_json_str(text, out);
+        if kind == "response.output_text.delta" {
+            out.put_slice(b",\"logprobs\":[]");
+        }
+        out.put_slice(b"}\n\n");
+    }
+
+    /// Ends the open item: its `.done` events, and it joins the output.
+    fn close(&mut self, out: &mut BytesMut) {
+        let Some(open) = self.open.take() else { return };
+        let index = self.output_index();
+        let item = match open {
+            Open::Message { id, text } => {
+                let at = json!({ "item_id": id, "output_index": index, "content_index": 0 });
+                self.event("response.output_text.done", with(&at, json!({ "text": text, "logprobs": [] })), out);
+                self.event("response.content_part.done", with(&at, json!({ "part": text_part(&text) })), out);
+                json!({ "id": id, "type": "message", "status": "completed", "role": "assistant",
+                    "content": [text_part(&text)] })
+            }
+            Open::Reasoning { id, text } => {
+                let at = json!({ "item_id": id, "output_index": index, "summary_index": 0 });
+                let part = json!({ "type": "summary_text", "text": text });
+                self.event("response.reasoning_summary_text.done", with(&at, json!({ "text": text })), out);
+                self.event("response.reasoning_summary_part.done", with(&at, json!({ "part": part })), out);
+                json!({ "id": id, "type": "reasoning", "summary": [part] })
+            }
+            Open::Call { id, call_id, name, arguments, .. } => {
+                let done = json!({ "item_id": id, "output_index": index, "name": name, "arguments": arguments });
+                self.event("response.function_call_arguments.done", done, out);
+                json!({ "id": id, "type": "function_call", "status": "completed", "arguments": arguments,
+                    "call_id": call_id, "name": name })
+            }
+        };
+        self.event("response.output_item.done", json!({ "output_index": index, "item": item }), out);
+        self.output.push(item);
+    }
+
+    fn tool_call(&mut self, call: &ToolCallDelta, out: &mut BytesMut) {
+        if call.arguments.is_empty() {
+            return;
+        }
+        if let Some(Open::Call { arguments, .. }) = &mut self.open {
+            arguments.push_str(&call.arguments);
+        }
+        self.delta("response.function_call_arguments.delta", &call.arguments, out);
+    }
+}
+
+impl Encoder for ResponseEncoder {
+    fn write_event(&mut self, event: Event, out: &mut BytesMut) {
+        match &event {
+            Event::Usage(usage) => return self.usage.merge(*usage),
+            // Anthropic's signature has no place here: the Responses API carries its own.
+            Event::Signature(_) => return,
+            Event::Finish(reason) => {
+                self.start(out);
+                self.close(out);
+                self.finish = Some(*reason);
+                return;
+            }
+            Event::Text(_) | Event::Reasoning(_) | Event::ToolCall(_) => {}
+        }
+        self.open_for(&event, out);
+        match event {
+            Event::Text(text) => {
+                if let Some(Open::Message { text: all, .. }) = &mut self.open {
+                    all.push_str(&text);
+                }
+                self.delta("response.output_text.delta", &text, out);
+            }
+            Event::Reasoning(text) => {
+                if let Some(Open::Reasoning { text: all, .. }) = &mut self.open {
+                    all.push_str(&text);
+                }
+                self.delta("response.reasoning_summary_text.delta", &text, out);
+            }
+            Event::ToolCall(call) => self.tool_call(&call, out),
+            Event::Usage(_) | Event::Signature(_) | Event::Finish(_) => {}
+        }
+    }
+
+    fn write_done(&mut self, out: &mut BytesMut) {
+        self.start(out);
+        self.close(out);
+        let finish = *self.finish.get_or_insert(FinishReason::Stop);
+        let kind = match finish {
+            FinishReason::Length | FinishReason::ContentFilter => "response.incomplete",
+            FinishReason::Stop | FinishReason::ToolCalls => "response.completed",
+        };
+        let response = self.response();
+        self.event(kind, json!({ "response": response }), out);
+    }
+
+    /// `response.failed`, never `response.completed`.
+    fn write_failure(&mut self, error: &ApiError, out: &mut BytesMut) {
+        let mut response = self.response();
+        response["status"] = json!("failed");
+        response["error"] = json!({ "code": "server_error", "message": error.message() });
+        self.event("response.failed", json!({ "response": response }), out);
+    }
+
+    fn panicked() -> Bytes {
+        let mut out = BytesMut::new();
+        let failed = json!({ "type": "response.failed", "response": { "object": "response", "status": "failed",
+            "error": { "code": "server_error", "message": ApiError::relay_panicked().message() } } });
+        write_named("response.failed", &failed, &mut out);
+        out.freeze()
+    }
+}
+
+/// Token counts as the Responses API reports them, details included.
+fn usage_json(usage: Usage) -> Value {
+    let (input, output) = (usage.input_tokens.unwrap_or(0), usage.output_tokens.unwrap_or(0));
+    json!({
+        "input_tokens": input,
+        "input_tokens_details": { "cached_tokens": usage.cached_input_tokens.unwrap_or(0) },
+        "output_tokens": output,
+        "output_tokens_details": { "reasoning_tokens": usage.reasoning_tokens.unwrap_or(0) },
+        "total_tokens": input.saturating_add(output),
+    })
+}
+
+fn text_part(text: &str) -> Value {
+    json!({ "type": "output_text", "text": text, "annotations": [], "logprobs": [] })
+}
+
+/// `base`'s fields and `more`'s together.
+fn with(base: &Value, more: Value) -> Value {
+    let mut out = base.clone();
+    if let (Some(out), Value::Object(more)) = (out.as_object_mut(), more) {
+        out.extend(more);
+    }
+    out
+}
+
+/// A fresh id with the API's prefix for its kind (`resp`, `msg`, `fc`, `rs`).
+fn new_id(prefix: &str) -> String {
+    format!("{prefix}_{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..))
+}
+
+/// The fields after `sequence_number` that every delta of one item repeats:
+/// its id, its place, and the index of its one part, if it has parts.
+fn delta_head(id: &str, output_index: usize, part_index: Option<&str>) -> Vec<u8> {
+    let mut head = BytesMut::new();
+    head.put_slice(b",\"item_id\":");
+    put_json_str(id, &mut head);
+    let _ = write!(head, ",\"output_index\":{output_index}");
+    if let Some(name) = part_index {
+        let _ = write!(head, ",\"{name}\":0");
+    }
+    head.to_vec()
+}
+
+#[cfg(test)]
+mod tests;
