@@ -1,7 +1,10 @@
 //! The relay's hot path, per provider kind: decode one upstream SSE event,
 //! normalise it and re-encode it as an OpenAI chunk; and the same for a whole
-//! 1,000-token answer from raw bytes. Reports time (criterion) and heap bytes
-//! and allocations per chunk (a counting global allocator).
+//! 1,000-token answer from raw bytes. Then, per client dialect, the encoding
+//! alone of a 1,000-token answer (Chat Completions, Anthropic Messages,
+//! Responses).
+//! Reports time (criterion) and heap bytes and allocations per chunk (a
+//! counting global allocator).
 //! Run with `cargo bench --bench codec`.
 
 #![allow(clippy::print_stdout, clippy::expect_used, reason = "a benchmark reports on stdout and stops on setup errors")]
@@ -11,10 +14,14 @@ use std::convert::Infallible;
 use std::hint::black_box;
 use std::sync::Arc;
 
+use baton::dialect::Encoder;
+use baton::dialect::anthropic::MessageEncoder;
 use baton::dialect::openai::{Answer, ChunkEncoder};
+use baton::dialect::responses::{self, ResponseEncoder};
+use baton::event::Event;
 use baton::mock::wire;
 use baton::providers::{ProviderKind, SseEvent, driver};
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use criterion::{Criterion, Throughput};
 use futures_util::StreamExt;
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
@@ -69,6 +76,23 @@ async fn relay(kind: ProviderKind, body: &Arc<Vec<Bytes>>) -> usize {
     written + encoder.done().len()
 }
 
+/// Encodes a whole 1,000-token answer in a dialect, a text event at a
+/// time into a buffer the relay reuses, then its end: what one answer costs
+/// each client dialect, the accumulation a dialect's final events need included.
+fn encode_answer<E: Encoder>(mut encoder: E, out: &mut BytesMut) -> usize {
+    let mut written = 0;
+    for i in 0..TOKENS {
+        encoder.write_event(Event::Text(wire::token(" word", i)), out);
+        written += out.len();
+        out.clear();
+    }
+    encoder.write_event(Event::Finish(baton::event::FinishReason::Stop), out);
+    encoder.write_done(out);
+    written += out.len();
+    out.clear();
+    written
+}
+
 /// Allocations and bytes allocated per run of `work`.
 fn counted<T>(runs: u64, mut work: impl FnMut() -> T) -> (f64, f64) {
     let region = Region::new(GLOBAL);
@@ -120,5 +144,19 @@ fn main() {
         whole.bench_function(kind.name(), |b| b.iter(|| runtime.block_on(relay(kind, black_box(&body)))));
     }
     whole.finish();
+    let mut encode = criterion.benchmark_group("encode_1000_tokens");
+    encode.throughput(Throughput::Elements(TOKENS as u64));
+    let mut out = BytesMut::with_capacity(16 * 1024);
+    encode.bench_function("chat_completions", |b| {
+        b.iter(|| encode_answer(ChunkEncoder::new(Answer::new("model-x"), true), &mut out))
+    });
+    encode.bench_function("anthropic_messages", |b| {
+        b.iter(|| encode_answer(MessageEncoder::new("msg_1", "model-x"), &mut out))
+    });
+    encode.bench_function("responses", |b| {
+        let options = || responses::Options { echo: Default::default(), reasoning_summary: false };
+        b.iter(|| encode_answer(ResponseEncoder::new("model-x", options()), &mut out))
+    });
+    encode.finish();
     criterion.final_summary();
 }

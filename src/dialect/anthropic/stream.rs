@@ -33,6 +33,9 @@ pub struct MessageEncoder {
     /// The index the next content block gets.
     next_block: u32,
     stop: Option<FinishReason>,
+    /// `event: content_block_delta` and its data up to the delta's type,
+    /// for the open block: what every delta of one block repeats.
+    delta_head: Vec<u8>,
 }
 
 impl MessageEncoder {
@@ -46,6 +49,7 @@ impl MessageEncoder {
             open: Open::None,
             next_block: 0,
             stop: None,
+            delta_head: Vec::new(),
         }
     }
 
@@ -78,6 +82,11 @@ impl MessageEncoder {
         let start = json!({ "type": "content_block_start", "index": index, "content_block": content_block() });
         write_named("content_block_start", &start, out);
         self.open = block;
+        self.delta_head.clear();
+        self.delta_head
+            .extend_from_slice(b"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":");
+        self.delta_head.extend_from_slice(itoa::Buffer::new().format(index).as_bytes());
+        self.delta_head.extend_from_slice(b",\"delta\":{\"type\":\"");
     }
 
     /// `content_block_stop` for the open block, if any.
@@ -93,10 +102,8 @@ impl MessageEncoder {
     /// A delta of the open block: its fixed head, the delta's type, and one
     /// string field, escaped, without building a JSON tree.
     fn delta(&self, kind: &str, field: &str, text: &str, out: &mut BytesMut) {
-        out.reserve(96 + kind.len() + text.len());
-        out.put_slice(b"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":");
-        out.put_slice(self.next_block.to_string().as_bytes());
-        out.put_slice(b",\"delta\":{\"type\":\"");
+        out.reserve(self.delta_head.len() + 32 + kind.len() + text.len());
+        out.put_slice(&self.delta_head);
         out.put_slice(kind.as_bytes());
         out.put_slice(b"\",\"");
         out.put_slice(field.as_bytes());

@@ -51,8 +51,7 @@ impl Dialect for OpenAiResponses {
             encoder.write_event(event, &mut ignored);
             ignored.clear();
         }
-        encoder.write_done(&mut ignored);
-        serde_json::to_vec(&encoder.response()).unwrap_or_default()
+        serde_json::to_vec(&encoder.into_response()).unwrap_or_default()
     }
 
     fn error_body(error: &ApiError) -> Vec<u8> {

@@ -6,16 +6,37 @@
 //! `sequence_number`. A text delta, nearly every event of an answer, is a
 //! fixed prefix, the escaped text and a fixed tail.
 
-use std::fmt::Write as _;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::{BufMut, Bytes, BytesMut};
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::Options;
 use crate::dialect::sse::{put_json_str, write_named};
 use crate::dialect::{ApiError, Encoder};
 use crate::event::{Event, FinishReason, ToolCallDelta, Usage};
+
+/// What a kind of delta event writes around its sequence number and text.
+struct DeltaKind {
+    head: &'static [u8],
+    tail: &'static [u8],
+}
+
+const TEXT_DELTA: DeltaKind = DeltaKind {
+    head: b"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":",
+    tail: b",\"logprobs\":[]}\n\n",
+};
+
+const SUMMARY_DELTA: DeltaKind = DeltaKind {
+    head: b"event: response.reasoning_summary_text.delta\ndata: {\"type\":\"response.reasoning_summary_text.delta\",\"sequence_number\":",
+    tail: b"}\n\n",
+};
+
+const ARGUMENTS_DELTA: DeltaKind = DeltaKind {
+    head: b"event: response.function_call_arguments.delta\ndata: {\"type\":\"response.function_call_arguments.delta\",\"sequence_number\":",
+    tail: b"}\n\n",
+};
 
 /// The output item being written.
 enum Open {
@@ -74,6 +95,21 @@ impl ResponseEncoder {
     /// The `response` object as it stands: in progress until the answer
     /// ends, then completed, incomplete (a limit cut it) or failed.
     pub fn response(&self) -> Value {
+        self.response_with(Value::Array(self.output.clone()))
+    }
+
+    /// The whole answer's `response` object, once it has ended: the open
+    /// item closed, the output moved in rather than copied.
+    pub fn into_response(mut self) -> Value {
+        let mut ignored = BytesMut::new();
+        self.close(&mut ignored);
+        self.finish.get_or_insert(FinishReason::Stop);
+        let output = Value::Array(std::mem::take(&mut self.output));
+        self.response_with(output)
+    }
+
+    /// The `response` object with `output`.
+    fn response_with(&self, output: Value) -> Value {
         let (status, incomplete) = match self.finish {
             Some(FinishReason::Length) => ("incomplete", json!({ "reason": "max_output_tokens" })),
             Some(FinishReason::ContentFilter) => ("incomplete", json!({ "reason": "content_filter" })),
@@ -105,7 +141,7 @@ impl ResponseEncoder {
             ("error", Value::Null),
             ("incomplete_details", incomplete),
             ("model", json!(self.model)),
-            ("output", Value::Array(self.output.clone())),
+            ("output", output),
             ("previous_response_id", Value::Null),
             ("store", json!(false)),
             ("truncation", json!("disabled")),
@@ -121,17 +157,15 @@ impl ResponseEncoder {
             return;
         }
         self.started = true;
-        let response = self.response();
-        self.event("response.created", json!({ "response": response }), out);
-        self.event("response.in_progress", json!({ "response": response }), out);
+        let response = Wrapped { response: self.response() };
+        self.event("response.created", &response, out);
+        self.event("response.in_progress", &response, out);
     }
 
     /// One event: its type and sequence number, then `fields`.
-    fn event(&mut self, kind: &str, mut fields: Value, out: &mut BytesMut) {
-        fields["type"] = json!(kind);
-        fields["sequence_number"] = json!(self.sequence);
+    fn event(&mut self, kind: &str, fields: &impl Serialize, out: &mut BytesMut) {
+        write_named(kind, &Tagged { kind, sequence_number: self.sequence, fields }, out);
         self.sequence += 1;
-        write_named(kind, &fields, out);
     }
 
     fn output_index(&self) -> usize {
@@ -169,7 +203,7 @@ impl ResponseEncoder {
                 Some((
                     "response.content_part.added",
                     json!({ "item_id": id, "output_index": index,
-                    "content_index": 0, "part": text_part("") }),
+                    "content_index": 0, "part": text_part(String::new()) }),
                 )),
             ),
             Open::Reasoning { id, .. } => (
@@ -186,9 +220,9 @@ impl ResponseEncoder {
                 None,
             ),
         };
-        self.event("response.output_item.added", json!({ "output_index": index, "item": item }), out);
+        self.event("response.output_item.added", &ItemDone { output_index: index, item: &item }, out);
         if let Some((kind, fields)) = part {
-            self.event(kind, fields, out);
+            self.event(kind, &fields, out);
         }
         let part_index = match open {
             Open::Message { .. } => Some("content_index"),
@@ -199,52 +233,64 @@ impl ResponseEncoder {
         self.open = Some(open);
     }
 
-    /// A delta of the open item, without building a JSON tree.
-    fn delta(&mut self, kind: &str, text: &str, out: &mut BytesMut) {
-        out.reserve(96 + kind.len() * 2 + self.delta_head.len() + text.len());
-        out.put_slice(b"event: ");
-        out.put_slice(kind.as_bytes());
-        out.put_slice(b"\ndata: {\"type\":\"");
-        out.put_slice(kind.as_bytes());
-        out.put_slice(b"\",\"sequence_number\":");
-        let _ = write!(out, "{}", self.sequence);
+    /// A delta of the open item, without building a JSON tree: the delta
+    /// kind's fixed start, the sequence number, the item's fields, the text
+    /// and the kind's fixed end.
+    fn delta(&mut self, kind: &DeltaKind, text: &str, out: &mut BytesMut) {
+        out.reserve(kind.head.len() + 24 + self.delta_head.len() + text.len() + kind.tail.len());
+        out.put_slice(kind.head);
+        out.put_slice(itoa::Buffer::new().format(self.sequence).as_bytes());
         self.sequence += 1;
         out.put_slice(&self.delta_head);
         out.put_slice(b",\"delta\":");
         put_json_str(text, out);
-        if kind == "response.output_text.delta" {
-            out.put_slice(b",\"logprobs\":[]");
-        }
-        out.put_slice(b"}\n\n");
+        out.put_slice(kind.tail);
     }
 
     /// Ends the open item: its `.done` events, and it joins the output.
+    /// The item is built first and the events borrow from it, so the
+    /// answer's text is copied once, not once per event.
     fn close(&mut self, out: &mut BytesMut) {
         let Some(open) = self.open.take() else { return };
-        let index = self.output_index();
+        let output_index = self.output_index();
         let item = match open {
             Open::Message { id, text } => {
-                let at = json!({ "item_id": id, "output_index": index, "content_index": 0 });
-                self.event("response.output_text.done", with(&at, json!({ "text": text, "logprobs": [] })), out);
-                self.event("response.content_part.done", with(&at, json!({ "part": text_part(&text) })), out);
-                json!({ "id": id, "type": "message", "status": "completed", "role": "assistant",
-                    "content": [text_part(&text)] })
+                let mut item = json!({ "id": id, "type": "message", "status": "completed", "role": "assistant" });
+                item["content"] = Value::Array(vec![text_part(text)]);
+                let part = &item["content"][0];
+                let at = PartAt { item_id: &id, output_index, content_index: Some(0), summary_index: None };
+                let text = Done { at, text: Some(&part["text"]), logprobs: Some([]), ..Done::default() };
+                self.event("response.output_text.done", &text, out);
+                self.event("response.content_part.done", &Done { at, part: Some(part), ..Done::default() }, out);
+                item
             }
             Open::Reasoning { id, text } => {
-                let at = json!({ "item_id": id, "output_index": index, "summary_index": 0 });
-                let part = json!({ "type": "summary_text", "text": text });
-                self.event("response.reasoning_summary_text.done", with(&at, json!({ "text": text })), out);
-                self.event("response.reasoning_summary_part.done", with(&at, json!({ "part": part })), out);
-                json!({ "id": id, "type": "reasoning", "summary": [part] })
+                let mut summary = json!({ "type": "summary_text" });
+                summary["text"] = Value::String(text);
+                let mut item = json!({ "id": id, "type": "reasoning" });
+                item["summary"] = Value::Array(vec![summary]);
+                let part = &item["summary"][0];
+                let at = PartAt { item_id: &id, output_index, content_index: None, summary_index: Some(0) };
+                let text = Done { at, text: Some(&part["text"]), ..Done::default() };
+                self.event("response.reasoning_summary_text.done", &text, out);
+                self.event(
+                    "response.reasoning_summary_part.done",
+                    &Done { at, part: Some(part), ..Done::default() },
+                    out,
+                );
+                item
             }
             Open::Call { id, call_id, name, arguments, .. } => {
-                let done = json!({ "item_id": id, "output_index": index, "name": name, "arguments": arguments });
-                self.event("response.function_call_arguments.done", done, out);
-                json!({ "id": id, "type": "function_call", "status": "completed", "arguments": arguments,
-                    "call_id": call_id, "name": name })
+                let mut item = json!({ "id": id, "type": "function_call", "status": "completed", "call_id": call_id, "name": name });
+                item["arguments"] = Value::String(arguments);
+                let at = PartAt { item_id: &id, output_index, content_index: None, summary_index: None };
+                let done =
+                    Done { at, name: Some(&item["name"]), arguments: Some(&item["arguments"]), ..Done::default() };
+                self.event("response.function_call_arguments.done", &done, out);
+                item
             }
         };
-        self.event("response.output_item.done", json!({ "output_index": index, "item": item }), out);
+        self.event("response.output_item.done", &ItemDone { output_index, item: &item }, out);
         self.output.push(item);
     }
 
@@ -255,7 +301,7 @@ impl ResponseEncoder {
         if let Some(Open::Call { arguments, .. }) = &mut self.open {
             arguments.push_str(&call.arguments);
         }
-        self.delta("response.function_call_arguments.delta", &call.arguments, out);
+        self.delta(&ARGUMENTS_DELTA, &call.arguments, out);
     }
 }
 
@@ -279,13 +325,13 @@ impl Encoder for ResponseEncoder {
                 if let Some(Open::Message { text: all, .. }) = &mut self.open {
                     all.push_str(&text);
                 }
-                self.delta("response.output_text.delta", &text, out);
+                self.delta(&TEXT_DELTA, &text, out);
             }
             Event::Reasoning(text) => {
                 if let Some(Open::Reasoning { text: all, .. }) = &mut self.open {
                     all.push_str(&text);
                 }
-                self.delta("response.reasoning_summary_text.delta", &text, out);
+                self.delta(&SUMMARY_DELTA, &text, out);
             }
             Event::ToolCall(call) => self.tool_call(&call, out),
             Event::Usage(_) | Event::Signature(_) | Event::Finish(_) => {}
@@ -300,8 +346,9 @@ impl Encoder for ResponseEncoder {
             FinishReason::Length | FinishReason::ContentFilter => "response.incomplete",
             FinishReason::Stop | FinishReason::ToolCalls => "response.completed",
         };
-        let response = self.response();
-        self.event(kind, json!({ "response": response }), out);
+        let output = Value::Array(std::mem::take(&mut self.output));
+        let response = Wrapped { response: self.response_with(output) };
+        self.event(kind, &response, out);
     }
 
     /// `response.failed`, never `response.completed`.
@@ -309,7 +356,7 @@ impl Encoder for ResponseEncoder {
         let mut response = self.response();
         response["status"] = json!("failed");
         response["error"] = json!({ "code": "server_error", "message": error.message() });
-        self.event("response.failed", json!({ "response": response }), out);
+        self.event("response.failed", &Wrapped { response }, out);
     }
 
     fn panicked() -> Bytes {
@@ -333,17 +380,62 @@ fn usage_json(usage: Usage) -> Value {
     })
 }
 
-fn text_part(text: &str) -> Value {
-    json!({ "type": "output_text", "text": text, "annotations": [], "logprobs": [] })
+/// An `output_text` part; the text is moved in (`json!` would copy it).
+fn text_part(text: String) -> Value {
+    let mut part = json!({ "type": "output_text", "annotations": [], "logprobs": [] });
+    part["text"] = Value::String(text);
+    part
 }
 
-/// `base`'s fields and `more`'s together.
-fn with(base: &Value, more: Value) -> Value {
-    let mut out = base.clone();
-    if let (Some(out), Value::Object(more)) = (out.as_object_mut(), more) {
-        out.extend(more);
-    }
-    out
+/// An event: its type, its number, then its own fields.
+#[derive(Serialize)]
+struct Tagged<'a, T> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    sequence_number: u64,
+    #[serde(flatten)]
+    fields: &'a T,
+}
+
+/// The fields of an event that carries the whole `response`.
+#[derive(Serialize)]
+struct Wrapped {
+    response: Value,
+}
+
+/// The fields of `output_item.added` and `.done`.
+#[derive(Serialize)]
+struct ItemDone<'a> {
+    output_index: usize,
+    item: &'a Value,
+}
+
+/// Where a part's event points: its item, the item's place, and the part's.
+#[derive(Serialize, Clone, Copy, Default)]
+struct PartAt<'a> {
+    item_id: &'a str,
+    output_index: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    content_index: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    summary_index: Option<u32>,
+}
+
+/// The fields of a `.done` event of a part or a call, borrowed from its item.
+#[derive(Serialize, Default)]
+struct Done<'a> {
+    #[serde(flatten)]
+    at: PartAt<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    text: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    part: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    arguments: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    logprobs: Option<[u8; 0]>,
 }
 
 /// A fresh id with the API's prefix for its kind (`resp`, `msg`, `fc`, `rs`).
@@ -357,9 +449,12 @@ fn delta_head(id: &str, output_index: usize, part_index: Option<&str>) -> Vec<u8
     let mut head = BytesMut::new();
     head.put_slice(b",\"item_id\":");
     put_json_str(id, &mut head);
-    let _ = write!(head, ",\"output_index\":{output_index}");
+    head.put_slice(b",\"output_index\":");
+    head.put_slice(itoa::Buffer::new().format(output_index).as_bytes());
     if let Some(name) = part_index {
-        let _ = write!(head, ",\"{name}\":0");
+        head.put_slice(b",\"");
+        head.put_slice(name.as_bytes());
+        head.put_slice(b"\":0");
     }
     head.to_vec()
 }
