@@ -496,10 +496,10 @@ impl ChatRequest {
             Some(Setting::ResponseFormat) => self.response_format = None,
             Some(Setting::ReasoningEffort) => self.reasoning_effort = None,
             Some(Setting::ThinkingBudget) => self.thinking_budget = None,
-            Some(Setting::MaxTokens | Setting::Stop) | None => {
-                self.extra.remove(name);
-            }
+            Some(Setting::MaxTokens | Setting::Stop) | None => {}
         }
+        // A setting's name may also hold what of it baton does not translate.
+        self.extra.remove(name);
     }
 }
 

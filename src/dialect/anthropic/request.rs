@@ -116,9 +116,12 @@ fn message(i: usize, wire: Value, out: &mut Vec<Message>) -> Result<(), ApiError
     let role = match fields.need::<String>("role")?.as_str() {
         "user" => Role::User,
         "assistant" => Role::Assistant,
+        // Claude Code sends a mid-conversation system message to models it
+        // thinks take one: an instruction in its place.
+        "system" => Role::System,
         other => {
             return Err(ApiError::bad_request(format!(
-                "`messages[{i}].role` {other:?} is not \"user\" or \"assistant\""
+                "`messages[{i}].role` {other:?} is not \"user\", \"assistant\" or \"system\""
             )));
         }
     };
@@ -168,7 +171,7 @@ fn content_block(i: usize, j: usize, role: Role, block: Value) -> Result<Block, 
     let original = block.clone();
     let mut fields = Fields::new(block, &at)?;
     let kind: String = fields.need("type")?;
-    Ok(match (kind.as_str(), role) {
+    let block = match (kind.as_str(), role) {
         ("text", _) => Block::Part(Part::Text { text: fields.need("text")?, cache: fields.take("cache_control")? }),
         ("image", _) => Block::Part(Part::Image(image(&mut fields)?)),
         ("thinking", Role::Assistant) => {
@@ -179,10 +182,13 @@ fn content_block(i: usize, j: usize, role: Role, block: Value) -> Result<Block, 
             let input: Value = fields.take("input")?.unwrap_or_else(|| Value::Object(Map::new()));
             Block::Call(ToolCall { id: fields.need("id")?, name: fields.need("name")?, arguments: input.to_string() })
         }
-        ("tool_result", Role::User) => Block::Result(tool_result(i, j, fields)?),
+        ("tool_result", Role::User) => return Ok(Block::Result(tool_result(i, j, fields)?)),
         // Documents, search results, server tools' blocks: kept as sent.
-        _ => Block::Part(Part::Other(original)),
-    })
+        _ => return Ok(Block::Part(Part::Other(original))),
+    };
+    // A text or image block with more than baton translates (`citations`)
+    // is kept as sent too, so none of it is lost.
+    Ok(if fields.map.is_empty() { block } else { Block::Part(Part::Other(original)) })
 }
 
 /// An `image` block's source: base64 data as a `data:` URL, or its URL.
@@ -308,6 +314,8 @@ fn thinking(fields: &mut Fields, request: &mut ChatRequest) -> Result<(), ApiErr
         "enabled" => {
             request.thinking_budget = Some(thinking.need("budget_tokens")?);
             request.shows_reasoning = true;
+            // `display` and whatever else stays as sent.
+            thinking.keep_rest("thinking", fields);
         }
         _ => {
             request.shows_reasoning = true;

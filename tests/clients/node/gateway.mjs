@@ -32,35 +32,58 @@ export function start(args) {
   });
 }
 
+/** Starts a simulated provider of `kind` whose words are `marker0 marker1 …`;
+ * `args` are more `baton mock` flags (`["--fault", "http_5xx"]`). */
+export async function startMock(kind, { marker = kind, args = [] } = {}) {
+  const { proc, addr } = await start(["mock", "--kind", kind, "--listen", "127.0.0.1:0", "--marker", marker,
+    "--tokens", "3", "--first-token-ms", "5", "--gap-ms", "2", ...args]);
+  return { proc, addr, kind };
+}
+
+/** A `[[providers]]` entry named `name` for a started mock. */
+export function providerToml(name, mock) {
+  const suffix = mock.kind === "openai" ? "/v1" : "";
+  return `\n[[providers]]\nname = "${name}"\nkind = "${mock.kind}"\nbase_url = "http://${mock.addr}${suffix}"\n`;
+}
+
+/** Starts `baton serve` on this config (TOML); resolves with the process and its address. */
+export function serve(config) {
+  const path = join(mkdtempSync(join(tmpdir(), "baton-node-")), "baton.toml");
+  writeFileSync(path, config);
+  return start(["serve", "--config", path]);
+}
+
+/** Every request a started mock received, in order: `{path, headers, body, fault}`. */
+export async function recorded(mock) {
+  const response = await fetch(`http://${mock.addr}/__requests`);
+  return response.json();
+}
+
 /** Starts the providers and the gateway; `stop()` ends them all. */
 export async function startGateway() {
   const procs = [];
   const mocks = {};
   try {
     for (const [route, kind] of Object.entries(KINDS)) {
-      const { proc, addr } = await start(["mock", "--kind", kind, "--listen", "127.0.0.1:0", "--marker", kind,
-        "--tokens", "3", "--first-token-ms", "5", "--gap-ms", "2"]);
-      procs.push(proc);
-      mocks[route] = addr;
+      mocks[route] = await startMock(kind);
+      procs.push(mocks[route].proc);
     }
     let config = 'listen = "127.0.0.1:0"\n';
-    for (const [route, kind] of Object.entries(KINDS)) {
-      const suffix = kind === "openai" ? "/v1" : "";
-      config += `\n[[providers]]\nname = "${kind}"\nkind = "${kind}"\nbase_url = "http://${mocks[route]}${suffix}"\n`;
-    }
+    for (const [route, kind] of Object.entries(KINDS)) config += providerToml(kind, mocks[route]);
     for (const [route, kind] of Object.entries(KINDS)) {
       config += `\n[[routes]]\nmodel = "${route}"\ntargets = [{ provider = "${kind}", model = "${route}-sim" }]\n`;
     }
-    const path = join(mkdtempSync(join(tmpdir(), "baton-node-")), "baton.toml");
-    writeFileSync(path, config);
-    const { proc, addr } = await start(["serve", "--config", path]);
+    const { proc, addr } = await serve(config);
     procs.push(proc);
     return {
       baseURL: `http://${addr}/v1`,
       /** Every request body the provider behind `route` received, in order. */
       async received(route) {
-        const response = await fetch(`http://${mocks[route]}/__requests`);
-        return (await response.json()).map((record) => record.body);
+        return (await recorded(mocks[route])).map((record) => record.body);
+      },
+      /** Every request the provider behind `route` received, with its path and headers. */
+      records(route) {
+        return recorded(mocks[route]);
       },
       stop() {
         for (const p of procs) p.kill();
@@ -81,6 +104,7 @@ export function toolResultSent(route, body) {
   if (KINDS[route] === "anthropic") {
     const content = body.messages.at(-1).content;
     const block = Array.isArray(content) ? content.filter((b) => b.type === "tool_result").at(-1) : undefined;
+    if (typeof block?.content === "string") return block.content;
     return block?.content.map((part) => part.text).join("");
   }
   const part = body.contents.at(-1).parts.filter((p) => p.functionResponse).at(-1);

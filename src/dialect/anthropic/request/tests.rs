@@ -127,7 +127,7 @@ fn a_bad_body_is_refused_naming_what_is_wrong() {
         (json!({ "model": "m", "max_tokens": 5, "messages": [] }), "at least one message"),
         (json!({ "model": "m", "max_tokens": "many", "messages": [] }), "`max_tokens`"),
         (
-            json!({ "model": "m", "max_tokens": 5, "messages": [{ "role": "system", "content": "x" }] }),
+            json!({ "model": "m", "max_tokens": 5, "messages": [{ "role": "robot", "content": "x" }] }),
             "messages[0].role",
         ),
         (
@@ -166,4 +166,29 @@ fn count_tokens_needs_no_limit() {
     let body = json!({ "model": "chat", "messages": [{ "role": "user", "content": "12345678" }] }).to_string();
     let counted = count_tokens_request(body.as_bytes()).map(|(model, req)| (model, req.estimated_input_tokens()));
     assert_eq!(counted.ok(), Some(("chat".to_owned(), 2)));
+}
+
+#[test]
+fn a_system_message_mid_conversation_is_an_instruction_in_its_place() {
+    let req = parsed(json!({ "model": "m", "max_tokens": 5, "messages": [
+        { "role": "user", "content": "hi" },
+        { "role": "system", "content": [{ "type": "text", "text": "# Environment: linux" }] },
+    ] }));
+    let roles: Vec<Role> = req.messages.iter().map(|m| m.role).collect();
+    assert_eq!(roles, [Role::User, Role::System], "as Claude Code sends it to models it thinks take one");
+    assert_eq!(req.messages[1].joined_text(), "# Environment: linux");
+}
+
+#[test]
+fn what_a_block_or_thinking_carries_beyond_the_translation_is_kept() {
+    let req = parsed(json!({ "model": "m", "max_tokens": 5,
+        "thinking": { "type": "enabled", "budget_tokens": 1024, "display": "omitted" },
+        "messages": [{ "role": "user", "content": [
+            { "type": "text", "text": "see", "citations": [{ "type": "char_location" }] },
+        ] }] }));
+    assert_eq!(req.thinking_budget, Some(1024));
+    assert_eq!(req.extra.get("thinking"), Some(&json!({ "display": "omitted" })));
+    assert!(matches!(req.messages[0].content[0], Part::Other(_)), "a text block with citations is kept whole");
+    let dropped = req.without(&[req.field(Setting::ThinkingBudget)]);
+    assert_eq!((dropped.thinking_budget, dropped.extra.get("thinking")), (None, None), "dropping takes both");
 }

@@ -1,0 +1,193 @@
+// Claude Code (`@anthropic-ai/claude-code`), unmodified, run as `claude -p`
+// against a running baton that holds a client key: its agent loop works
+// through baton's Anthropic Messages door — the simulated model calls
+// Claude Code's Read tool, Claude Code reads the file and sends the result
+// back, and prints the model's answer about it — both from an Anthropic-kind
+// target (sent Claude Code's own body and beta headers) and, when that
+// target fails, from an OpenAI-kind one (the Anthropic-only fields it cannot
+// take dropped, as `unsupported_params = "drop"` allows).
+//
+// Two things keep the run short and offline:
+// * `--tools Read`: a simulated provider calls the first tool offered on
+//   every turn, and Claude Code's first default tool (Agent) starts
+//   background agents that call tools in turn, so with every tool the run
+//   never ends. With Read alone, the model reads `./Paris` (its example
+//   argument) and the conversation ends after the tool's result.
+// * The main routes are named `claude-sonnet-4-5`, a model Claude Code knows;
+//   the last test names one it does not know, for which Claude Code sends a
+//   `role: "system"` message inside `messages`.
+
+import { after, test } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { providerToml, recorded, serve, startMock } from "./gateway.mjs";
+
+const here = new URL(".", import.meta.url).pathname;
+const CLAUDE = join(here, "node_modules", ".bin", "claude");
+const KEY = "sk-agent-test-0123456789abcdef";
+const ROUTE = "claude-sonnet-4-5";
+const RUN_TIMEOUT_MS = 60000;
+/** What `./Paris` holds, so the answer about the tool's result can be recognised. */
+const WEATHER = "18C and sunny in Paris";
+
+const procs = [];
+after(() => {
+  for (const p of procs) p.kill();
+});
+
+/** Starts a mock and keeps it to be stopped after the tests. */
+async function mock(kind, args = []) {
+  const started = await startMock(kind, { args });
+  procs.push(started.proc);
+  return started;
+}
+
+/** Starts baton with the key "agent" and one route to these targets ([name, mock] pairs). */
+async function gateway(route, targets, routeExtra = "") {
+  let config = `listen = "127.0.0.1:0"\n\n[[keys]]\nname = "agent"\nkey = "${KEY}"\n`;
+  for (const [name, target] of targets) config += providerToml(name, target);
+  const list = targets.map(([name]) => `{ provider = "${name}", model = "${name}-sim" }`).join(", ");
+  config += `\n[[routes]]\nmodel = "${route}"\n${routeExtra}targets = [${list}]\n`;
+  const { proc, addr } = await serve(config);
+  procs.push(proc);
+  return `http://${addr}`;
+}
+
+/**
+ * Runs `claude -p "say something" --tools Read` against baton at `baseURL`
+ * (no /v1: Claude Code adds it), asking for `model`, in a throwaway HOME and
+ * working directory holding `./Paris`; killed after RUN_TIMEOUT_MS.
+ */
+function runClaude(baseURL, model) {
+  const home = mkdtempSync(join(tmpdir(), "baton-claude-home-"));
+  const cwd = mkdtempSync(join(tmpdir(), "baton-claude-cwd-"));
+  writeFileSync(join(cwd, "Paris"), `${WEATHER}\n`);
+  const env = {
+    PATH: process.env.PATH,
+    HOME: home,
+    ANTHROPIC_BASE_URL: baseURL,
+    ANTHROPIC_API_KEY: KEY,
+    ANTHROPIC_MODEL: model,
+    ANTHROPIC_DEFAULT_HAIKU_MODEL: model,
+    ANTHROPIC_SMALL_FAST_MODEL: model,
+    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
+    DISABLE_AUTOUPDATER: "1",
+    DISABLE_TELEMETRY: "1",
+  };
+  const started = Date.now();
+  const proc = spawn(CLAUDE, ["-p", "say something", "--tools", "Read"], { cwd, env, stdio: ["ignore", "pipe", "pipe"] });
+  let stdout = "";
+  let stderr = "";
+  proc.stdout.on("data", (chunk) => (stdout += chunk));
+  proc.stderr.on("data", (chunk) => (stderr += chunk));
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    proc.kill("SIGKILL");
+  }, RUN_TIMEOUT_MS);
+  return new Promise((resolve, reject) => {
+    proc.on("error", reject);
+    proc.on("close", (code, signal) => {
+      clearTimeout(timer);
+      rmSync(home, { recursive: true, force: true });
+      rmSync(cwd, { recursive: true, force: true });
+      resolve({ code, signal, timedOut, stdout, stderr, ms: Date.now() - started });
+    });
+  });
+}
+
+/** Asserts Claude Code exited 0 and printed the model's answer about a
+ * tool's result: by default Read's, of `./Paris`. */
+function assertAnswered(run, result = WEATHER) {
+  const said = `exit ${run.code}${run.timedOut ? " (killed after the timeout)" : ""}\nstdout: ${run.stdout}\nstderr: ${run.stderr}`;
+  assert.equal(run.code, 0, `Claude Code exits 0; got ${said}`);
+  assert.match(run.stdout, /^the tool said: /, `it prints the model's answer about the tool's result; got ${said}`);
+  assert.ok(run.stdout.includes(result), `the answer quotes the tool's result ${result}; got ${said}`);
+}
+
+/** The text of a message's content (a string or blocks). */
+function textOf(content) {
+  return typeof content === "string" ? content : content.filter((b) => b.type === "text").map((b) => b.text).join("");
+}
+
+test("claude -p works through baton to an Anthropic-kind target", { timeout: 90000 }, async () => {
+  const anthropic = await mock("anthropic");
+  const baseURL = await gateway(ROUTE, [["anthropic", anthropic]]);
+
+  const run = await runClaude(baseURL, ROUTE);
+  assertAnswered(run);
+
+  const records = await recorded(anthropic);
+  assert.equal(records.length, 2, `the model was asked twice: before and after the tool; got ${records.map((r) => r.path)}`);
+  for (const { path, headers } of records) {
+    assert.match(path, /^\/v1\/messages(\?beta=true)?$/, "asked at the Messages API");
+    assert.match(headers["anthropic-beta"] ?? "", /claude-code-20250219/, "Claude Code's beta header was sent on");
+    assert.equal(headers["anthropic-version"], "2023-06-01", "Claude Code's anthropic-version was sent on");
+    assert.equal(headers["x-api-key"], undefined, "the client's key is not sent on to the provider");
+  }
+  const [first, second] = records.map((r) => r.body);
+  assert.equal(first.model, "anthropic-sim", "the target's model");
+  assert.equal(first.stream, true, "Claude Code streams");
+  assert.deepEqual(first.tools.map((t) => t.name), ["Read"], "Claude Code offered its Read tool");
+  assert.ok(first.system, "Claude Code's system prompt came through");
+
+  const [assistant, result] = second.messages.slice(-2);
+  assert.equal(textOf(assistant.content), "anthropic0 anthropic1 anthropic2", "the first answer's words came back whole");
+  const call = assistant.content.find((b) => b.type === "tool_use");
+  assert.deepEqual([call?.name, call?.input], ["Read", { file_path: "Paris" }], "the tool call came back as streamed");
+  const block = result.content.find((b) => b.type === "tool_result");
+  assert.equal(block?.tool_use_id, call.id, "the tool's result answers that call");
+  assert.ok(textOf(block.content).includes(WEATHER), "the tool's result carries what Read found");
+});
+
+test("claude -p fails over from a failing Anthropic target to an OpenAI-kind one", { timeout: 90000 }, async () => {
+  const failing = await mock("anthropic", ["--fault", "http_5xx"]);
+  const openai = await mock("openai");
+  const baseURL = await gateway(ROUTE, [["anthropic", failing], ["openai", openai]], 'unsupported_params = "drop"\n');
+
+  const run = await runClaude(baseURL, ROUTE);
+  assertAnswered(run);
+
+  const tried = await recorded(failing);
+  assert.equal(tried.length, 2, "each of the two requests was tried on the Anthropic target first");
+  for (const { path, fault, body } of tried) {
+    assert.equal(path, "/v1/messages", "asked at the Messages API");
+    assert.equal(fault, "http_5xx", "and failed there");
+    assert.ok(body.context_management, "the Anthropic target was sent Claude Code's context_management as it was");
+  }
+
+  const records = await recorded(openai);
+  assert.equal(records.length, 2, "the OpenAI target answered both requests");
+  for (const { path, body } of records) {
+    assert.equal(path, "/v1/chat/completions", "asked at Chat Completions");
+    assert.equal(body.context_management, undefined, "the field an OpenAI target cannot take was dropped");
+    assert.equal(body.model, "openai-sim", "the target's model");
+  }
+  const [first, second] = records.map((r) => r.body);
+  assert.deepEqual(first.tools.map((t) => t.function.name), ["Read"], "Claude Code's Read tool, as a function");
+  assert.equal(first.messages[0].role, "system", "Claude Code's system prompt, as a system message");
+  const [assistant, result] = second.messages.slice(-2);
+  assert.equal(assistant.content, "openai0 openai1 openai2", "the first answer's words came back whole");
+  assert.deepEqual(assistant.tool_calls?.map((c) => [c.function.name, JSON.parse(c.function.arguments)]),
+    [["Read", { file_path: "Paris" }]], "the tool call came back as streamed");
+  assert.equal(result.role, "tool", "the tool's result, as a tool message");
+  assert.equal(result.tool_call_id, assistant.tool_calls[0].id, "answering that call");
+  assert.ok(textOf(result.content).includes(WEATHER), "the tool's result carries what Read found");
+});
+
+// Claude Code takes a model name it does not know for one of the newest
+// models and sends part of its prompt as a `role: "system"` message after
+// the user's turn: baton takes it as an instruction in its place. For such
+// a model Claude Code also offers a placeholder tool first, which the
+// simulated model calls, and Claude Code answers that it has no such tool.
+test("claude -p with a route name Claude Code does not know", { timeout: 90000 }, async () => {
+  const anthropic = await mock("anthropic");
+  const baseURL = await gateway("coder", [["anthropic", anthropic]]);
+  const run = await runClaude(baseURL, "coder");
+  assertAnswered(run, "No such tool available: DeferredToolPlaceholder");
+  const roles = (await recorded(anthropic)).flatMap((r) => r.body.messages.map((m) => m.role));
+  assert.ok(roles.includes("system"), `the mid-conversation system message went to the target as sent: ${roles}`);
+});
