@@ -157,3 +157,26 @@ fn the_http_layers_own_errors_have_openai_shaped_bodies() {
         assert_eq!(body["error"]["code"], "headers_too_large", "{too_large}");
     });
 }
+
+#[test]
+fn bodies_past_the_in_flight_budget_get_503_until_the_bytes_are_freed() {
+    run(HARD_LIMIT, async {
+        let (proxy, _provider) = proxy("max_body_bytes_in_flight = 8192\nbody_read_timeout_ms = 20000").await;
+        // A client declares 6 KiB and sends only part of it: its share is held while it sends.
+        let mut slow = TcpStream::connect(proxy.addr).await.expect("connect");
+        slow.write_all(format!("{}{{\"model\":", chat_head(6 * 1024)).as_bytes()).await.expect("write");
+        let padded = format!("{:<4096}", chat_body(false).to_string());
+        let closing =
+            format!("{}{padded}", chat_head(padded.len()).replace("\r\n\r\n", "\r\nconnection: close\r\n\r\n"));
+        let refused = send_and_read(&proxy, &closing).await;
+        assert!(refused.starts_with("HTTP/1.1 503"), "no room for 4 KiB more: {refused}");
+        assert!(refused.to_lowercase().contains("retry-after: 1"), "{refused}");
+        assert!(refused.contains("\"code\":\"too_many_body_bytes\""), "{refused}");
+        drop(slow);
+        let freed = eventually(Duration::from_secs(5), || async {
+            send_and_read(&proxy, &closing).await.starts_with("HTTP/1.1 200")
+        })
+        .await;
+        assert!(freed, "once the slow client is gone its bytes are free again");
+    });
+}

@@ -169,7 +169,8 @@ fn defaults_fill_what_is_left_out() {
                 [[routes]]\nmodel = \"chat\"\ntargets = [{ provider = \"a\", model = \"claude\" }]\n";
     let config = parse(text, "baton.toml", &env).expect("valid");
     assert_eq!(config.listen.to_string(), "127.0.0.1:8080");
-    assert_eq!(config.max_body_bytes, 8 * 1024 * 1024);
+    assert_eq!(config.max_body_bytes, 32 * 1024 * 1024, "what Anthropic accepts");
+    assert_eq!(config.max_body_bytes_in_flight, 256 * 1024 * 1024);
     assert_eq!(config.routes[0].targets[0].first_token_timeout, Duration::from_secs(10));
     assert_eq!(config.routes[0].idle_timeout, Duration::from_secs(30));
     assert!(config.providers[0].api_key.is_none());

@@ -34,7 +34,11 @@ use validate::Checker;
 /// Where the proxy listens when the config does not say.
 pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 8080);
 /// The largest request body accepted when the config does not say.
-pub const DEFAULT_MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
+pub const DEFAULT_MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
+
+/// Request bytes all requests in flight may hold at once: eight bodies of
+/// the largest size, far more of the usual few kilobytes.
+pub const DEFAULT_MAX_BODY_BYTES_IN_FLIGHT: usize = 256 * 1024 * 1024;
 /// How long an attempt may take to its first token when the route does not say.
 pub const DEFAULT_FIRST_TOKEN_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a committed stream may go without an event when the route does not say.
@@ -68,6 +72,9 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Request bodies above this size are refused with 413.
     pub max_body_bytes: usize,
+    /// Request bytes all requests in flight may hold at once; past it a
+    /// request gets 503 with `Retry-After` (read at start only).
+    pub max_body_bytes_in_flight: usize,
     /// The credential for admin actions such as drills; none disables them.
     pub admin_token: Option<Secret>,
     /// On SIGTERM, how long streams in flight may go on before they are ended.

@@ -9,6 +9,7 @@ use toml::Spanned;
 pub(super) struct RawConfig {
     pub listen: Option<Spanned<String>>,
     pub max_body_bytes: Option<Spanned<u64>>,
+    pub max_body_bytes_in_flight: Option<Spanned<u64>>,
     pub admin_token: Option<Spanned<String>>,
     pub shutdown_grace_ms: Option<Spanned<u64>>,
     pub max_connections: Option<Spanned<u64>>,

@@ -10,6 +10,7 @@ use super::{Access, Budgets, Config, Provider, Route, Secret, StateConfig, Upstr
 pub(super) struct Top {
     pub(super) listen: std::net::SocketAddr,
     pub(super) max_body_bytes: usize,
+    pub(super) max_body_bytes_in_flight: usize,
     pub(super) admin_token: Option<Secret>,
     pub(super) shutdown_grace: Duration,
     pub(super) max_connections: usize,
@@ -30,6 +31,7 @@ impl Top {
         Config {
             listen: self.listen,
             max_body_bytes: self.max_body_bytes,
+            max_body_bytes_in_flight: self.max_body_bytes_in_flight,
             admin_token: self.admin_token,
             shutdown_grace: self.shutdown_grace,
             max_connections: self.max_connections,

@@ -153,6 +153,11 @@ impl Checker<'_> {
                 .ok_or_else(|| self.error(value, "max_body_bytes".into(), "must be a positive size in bytes"))?,
             None => DEFAULT_MAX_BODY_BYTES,
         };
+        let max_body_bytes_in_flight = self.size(
+            raw.max_body_bytes_in_flight.as_ref(),
+            "max_body_bytes_in_flight",
+            super::DEFAULT_MAX_BODY_BYTES_IN_FLIGHT,
+        )?;
         let admin_token = match &raw.admin_token {
             Some(value) => {
                 let token = self.expand(value, "admin_token")?;
@@ -185,6 +190,7 @@ impl Checker<'_> {
             state,
             listen,
             max_body_bytes,
+            max_body_bytes_in_flight,
             admin_token,
             shutdown_grace,
             max_connections,

@@ -74,6 +74,14 @@ impl ApiError {
         Self::new(StatusCode::PAYLOAD_TOO_LARGE, ErrorKind::InvalidRequest, "request_too_large", message)
     }
 
+    /// A body the requests in flight have no room for (`max_body_bytes_in_flight`).
+    pub fn bodies_in_flight() -> Self {
+        let message =
+            "too many request bytes in flight: this gateway is at its max_body_bytes_in_flight; retry shortly";
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, ErrorKind::Unavailable, "too_many_body_bytes", message)
+            .with_retry_after(Some(1))
+    }
+
     /// A request body that did not arrive in time.
     pub fn body_timeout(timeout: std::time::Duration) -> Self {
         let message = format!("the request body did not arrive within {} ms", timeout.as_millis());

@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use super::AppState;
-use super::chat::{json_body, read_body, route_for};
+use super::chat::{json_body, route_for};
 use super::error::respond;
 use crate::dialect::ApiError;
 use crate::dialect::anthropic::{self, AnthropicMessages};
@@ -26,7 +26,7 @@ async fn counted(state: &AppState, request: Request) -> Result<Response, ApiErro
     let key = config.access.keys.identify(request.headers()).map_err(ApiError::denied)?;
     json_body(request.headers())?;
     let (head, body) = request.into_parts();
-    let body = read_body(&head.headers, body, config.max_body_bytes, config.body_read_timeout).await?;
+    let (body, _held) = state.bodies().read(&head.headers, body, &config).await?;
     let (model, conversation) = anthropic::count_tokens_request(&body)?;
     route_for(&config, key, &model)?;
     Ok(Json(json!({ "input_tokens": conversation.estimated_input_tokens() })).into_response())

@@ -5,7 +5,6 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -83,12 +82,12 @@ async fn serve<D: Dialect>(
     let drills = admin::drills(request.headers(), &config)?;
     let stall = request.extensions().get::<ClientStall>().cloned();
     let (head, body) = request.into_parts();
-    let body =
-        read_body(&head.headers, body, config.max_body_bytes, config.body_read_timeout).await.inspect_err(|err| {
-            if err.is_timeout() {
-                state.engine().metrics().client_fault("body_timeout");
-            }
-        })?;
+    // Held until the answer commits, or is sent whole: what a request holds longest.
+    let (body, _held) = state.bodies().read(&head.headers, body, &config).await.inspect_err(|err| {
+        if err.is_timeout() {
+            state.engine().metrics().client_fault("body_timeout");
+        }
+    })?;
     // What a request holds while it waits for its first token is boxed or
     // freed: every request in flight holds it, and each nested future would
     // hold its own copy. The body is freed once parsed, unless the dialect
@@ -286,31 +285,4 @@ fn winner_headers(headers: &mut HeaderMap, winner: &Winner) {
     {
         headers.insert("x-baton-dropped-params", value);
     }
-}
-
-/// Reads the body within `timeout`, refusing it as soon as it passes
-/// `limit` (at once when its declared length already does).
-pub(super) async fn read_body(
-    headers: &HeaderMap,
-    body: Body,
-    limit: usize,
-    timeout: Duration,
-) -> Result<Vec<u8>, ApiError> {
-    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-    if declared.is_some_and(|length| length > u64::try_from(limit).unwrap_or(u64::MAX)) {
-        return Err(ApiError::too_large(limit));
-    }
-    let mut stream = body.into_data_stream();
-    let read = async {
-        let mut out = Vec::new();
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|err| ApiError::bad_request(format!("could not read request body: {err}")))?;
-            if out.len().saturating_add(chunk.len()) > limit {
-                return Err(ApiError::too_large(limit));
-            }
-            out.extend_from_slice(&chunk);
-        }
-        Ok(out)
-    };
-    tokio::time::timeout(timeout, read).await.unwrap_or_else(|_| Err(ApiError::body_timeout(timeout)))
 }

@@ -5,6 +5,7 @@
 
 mod admin;
 mod anthropic;
+mod body;
 mod chat;
 mod cors;
 mod error;

@@ -28,6 +28,7 @@ pub struct AppState {
     store: Option<Arc<Store>>,
     drain: watch::Sender<Option<Instant>>,
     tracer: Option<Arc<Tracer>>,
+    bodies: super::body::BodyBudget,
 }
 
 impl AppState {
@@ -40,7 +41,9 @@ impl AppState {
             crate::state::spawn_sync(Arc::clone(store), Arc::downgrade(engine.health_handle()));
         }
         let gate = Arc::new(RequestGate::new(Arc::clone(engine.metrics())).with_store(store.clone()));
+        let bodies = super::body::BodyBudget::new(config.max_body_bytes_in_flight);
         Ok(AppState {
+            bodies,
             gate,
             store,
             config: Arc::new(ArcSwap::from_pointee(config)),
@@ -50,6 +53,11 @@ impl AppState {
             drain: watch::Sender::new(None),
             tracer: None,
         })
+    }
+
+    /// The bytes request bodies may hold at once.
+    pub(super) fn bodies(&self) -> &super::body::BodyBudget {
+        &self.bodies
     }
 
     /// Remembers where the config came from, so it can be reloaded.
