@@ -154,7 +154,7 @@ fn main() {
         b.iter(|| encode_answer(MessageEncoder::new("msg_1", "model-x"), &mut out))
     });
     encode.bench_function("responses", |b| {
-        let options = || responses::Options { echo: Default::default(), reasoning_summary: false };
+        let options = || responses::Options { echo: Default::default() };
         b.iter(|| encode_answer(ResponseEncoder::new("model-x", options()), &mut out))
     });
     encode.finish();

@@ -97,6 +97,19 @@ impl ClientDialect {
     }
 }
 
+/// Whether a client asked to see the model's reasoning, and from whom.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReasoningShown {
+    /// Not asked for.
+    #[default]
+    No,
+    /// From any provider (a Responses reasoning summary is text).
+    FromAny,
+    /// Only from a target of the client's own API: Anthropic wants its
+    /// thinking back with its own signature, which no other provider writes.
+    FromOwnApi,
+}
+
 /// The client's body as it came, for a target whose API is the client's
 /// dialect: it goes upstream as sent, with only `model` and `stream` set, so
 /// nothing is lost between two speakers of one API.
@@ -352,9 +365,10 @@ pub struct ChatRequest {
     /// messages' and its [`Part::Other`] parts are written in.
     pub dialect: ClientDialect,
     /// Whether the client's dialect has a place for reasoning and the
-    /// client asked for it (Anthropic's `thinking`): then it is streamed
-    /// to the client whatever the route's `stream_reasoning`.
-    pub shows_reasoning: bool,
+    /// client asked for it (Anthropic's `thinking`, a Responses reasoning
+    /// summary): then it is streamed to the client whatever the route's
+    /// `stream_reasoning`.
+    pub shows_reasoning: ReasoningShown,
     /// The body as sent, for a target that speaks the client's dialect.
     pub native: Option<Native>,
     /// Every top-level field baton does not translate (by name; JSON
@@ -416,6 +430,16 @@ impl ChatRequest {
     /// and so can take them as they are; `None` for a target of another.
     pub fn extra_in(&self, dialect: ClientDialect) -> Option<&Map<String, Value>> {
         (self.dialect == dialect).then_some(&self.extra)
+    }
+
+    /// Whether the client sees the reasoning of a target whose native API
+    /// is `target` (`None`: a kind that speaks no client dialect).
+    pub fn shows_reasoning_from(&self, target: Option<ClientDialect>) -> bool {
+        match self.shows_reasoning {
+            ReasoningShown::No => false,
+            ReasoningShown::FromAny => true,
+            ReasoningShown::FromOwnApi => target == Some(self.dialect),
+        }
     }
 
     /// `setting`, named as the client wrote it, for a refusal.

@@ -249,3 +249,26 @@ matrix! {
     messages => Door::Messages,
     responses => Door::Responses,
 }
+
+/// A Responses client that asks for a reasoning summary sees any provider's
+/// reasoning as one, before the answer; one that does not, sees none.
+#[tokio::test]
+async fn a_reasoning_summary_asked_for_comes_from_any_kind() {
+    within(HARD_LIMIT, async {
+        let claude = MockProvider::anthropic().reasoning(2).spawned().await;
+        let proxy = Proxy::start(&mocks_toml(&[("claude", &claude)], FIRST_TOKEN_MS, IDLE_MS)).await;
+        let mut body = Door::Responses.body(true);
+        let plain = post_with(&proxy, "/v1/responses", &body, &[]).await.named_events();
+        assert!(plain.iter().all(|(name, _)| !name.contains("reasoning")), "not asked for: {plain:?}");
+        body["reasoning"] = json!({ "effort": "low", "summary": "auto" });
+        let events = post_with(&proxy, "/v1/responses", &body, &[]).await.named_events();
+        let items: Vec<&Value> = events
+            .iter()
+            .filter(|(name, _)| name == "response.output_item.done")
+            .map(|(_, data)| &data["item"]["type"])
+            .collect();
+        assert_eq!(items, [&json!("reasoning"), &json!("message")], "{events:?}");
+        assert_eq!(Door::Responses.streamed_text(&events), claude.provider().expected_text());
+    })
+    .await;
+}

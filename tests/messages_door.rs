@@ -170,3 +170,39 @@ async fn errors_at_the_door_are_in_anthropics_shape() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn thinking_is_shown_with_its_signature_from_anthropic_and_not_from_another_kind() {
+    within(HARD_LIMIT, async {
+        let mut body = messages_body(true);
+        body["thinking"] = json!({ "type": "enabled", "budget_tokens": 1024 });
+        let claude = MockProvider::anthropic().reasoning(2).spawned().await;
+        let proxy = Proxy::start(&mocks_toml(&[("claude", &claude)], FIRST_TOKEN_MS, IDLE_MS)).await;
+        let events = post_messages(&proxy, &body).await.named_events();
+        let deltas: Vec<&str> = events.iter().filter_map(|(_, data)| data["delta"]["type"].as_str()).collect();
+        let first_text = deltas.iter().position(|kind| *kind == "text_delta").unwrap_or(usize::MAX);
+        assert_eq!(
+            &deltas[..first_text.min(deltas.len())],
+            ["thinking_delta", "thinking_delta", "signature_delta"],
+            "the thinking block comes first, signed: {events:?}"
+        );
+        let blocks: Vec<&Value> = events
+            .iter()
+            .filter(|(name, _)| name == "content_block_start")
+            .map(|(_, data)| &data["content_block"]["type"])
+            .collect();
+        assert_eq!(blocks, [&json!("thinking"), &json!("text")]);
+
+        let openai = MockProvider::openai().reasoning(2).spawned().await;
+        let proxy = Proxy::start(&mocks_toml(&[("oai", &openai)], FIRST_TOKEN_MS, IDLE_MS)).await;
+        let got = post_messages(&proxy, &body).await;
+        assert_eq!(got.status, 200, "{}", got.raw);
+        assert!(
+            !got.raw.contains("thinking_delta"),
+            "reasoning without Anthropic's signature could not be sent back: {}",
+            got.raw
+        );
+        assert_eq!(streamed_text(&got), openai.provider().expected_text());
+    })
+    .await;
+}

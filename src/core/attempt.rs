@@ -374,7 +374,7 @@ impl Engine {
         traceparent: Option<&str>,
     ) -> Result<(Vec<Event>, EventStream, Duration), Failure> {
         let reasoning = ReasoningRule {
-            streamed: route.surface.stream_reasoning || req.shows_reasoning,
+            streamed: route.surface.stream_reasoning || req.shows_reasoning_from(target.provider.kind.dialect()),
             keeps_alive: route.surface.reasoning_keeps_alive,
         };
         let clock =

@@ -267,7 +267,8 @@ impl Engine {
                 opened.rest,
                 route.idle_timeout,
                 opened.tickets,
-                route.surface.stream_reasoning || plan.ask.original().shows_reasoning,
+                route.surface.stream_reasoning
+                    || plan.ask.original().shows_reasoning_from(target.provider.kind.dialect()),
             ))
             .await
             {

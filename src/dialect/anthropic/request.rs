@@ -11,8 +11,8 @@ use serde_json::{Map, Value};
 use crate::dialect::fields::Fields;
 use crate::dialect::{ApiError, Ingress};
 use crate::request::{
-    ChatRequest, ClientDialect, Image, JsonSchema, LimitField, Message, Native, Part, ResponseFormat, Role, Tool,
-    ToolCall, ToolChoice,
+    ChatRequest, ClientDialect, Image, JsonSchema, LimitField, Message, Native, Part, ReasoningShown, ResponseFormat,
+    Role, Tool, ToolCall, ToolChoice,
 };
 
 /// The headers that belong to Anthropic's API and go with the body to an
@@ -313,12 +313,13 @@ fn thinking(fields: &mut Fields, request: &mut ChatRequest) -> Result<(), ApiErr
         "disabled" => {}
         "enabled" => {
             request.thinking_budget = Some(thinking.need("budget_tokens")?);
-            request.shows_reasoning = true;
+            // Sent back next turn, it must carry Anthropic's signature.
+            request.shows_reasoning = ReasoningShown::FromOwnApi;
             // `display` and whatever else stays as sent.
             thinking.keep_rest("thinking", fields);
         }
         _ => {
-            request.shows_reasoning = true;
+            request.shows_reasoning = ReasoningShown::FromOwnApi;
             fields.map.insert("thinking".into(), wire);
         }
     }

@@ -27,8 +27,6 @@ pub struct Options {
     /// The request's fields a `response` object echoes (`instructions`,
     /// `tools`, `text`…), as the client sent them.
     pub echo: Map<String, Value>,
-    /// Whether the client asked for reasoning summaries.
-    pub reasoning_summary: bool,
 }
 
 impl Dialect for OpenAiResponses {

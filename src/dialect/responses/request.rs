@@ -12,8 +12,8 @@ use super::Options;
 use crate::dialect::fields::Fields;
 use crate::dialect::{ApiError, Ingress};
 use crate::request::{
-    ChatRequest, ClientDialect, Image, JsonSchema, LimitField, Message, Native, Part, ResponseFormat, Role, Tool,
-    ToolCall, ToolChoice,
+    ChatRequest, ClientDialect, Image, JsonSchema, LimitField, Message, Native, Part, ReasoningShown, ResponseFormat,
+    Role, Tool, ToolCall, ToolChoice,
 };
 
 /// Fields that need state baton does not keep.
@@ -90,7 +90,7 @@ pub fn parse(body: Bytes) -> Result<Ingress<Options>, ApiError> {
     }
     request.extra = std::mem::take(&mut fields.map);
     request.native = Some(Native { body, headers: Vec::new() });
-    let options = Options { echo, reasoning_summary: request.shows_reasoning };
+    let options = Options { echo };
     Ok(Ingress { model, stream, request, options })
 }
 
@@ -274,9 +274,12 @@ fn reasoning(fields: &mut Fields, request: &mut ChatRequest) -> Result<(), ApiEr
     let Some(reasoning) = fields.take::<Value>("reasoning")? else { return Ok(()) };
     let mut reasoning = Fields::new(reasoning, "reasoning.")?;
     request.reasoning_effort = reasoning.take("effort")?;
-    request.shows_reasoning = reasoning.take::<String>("summary")?.is_some_and(|summary| summary != "none");
-    // The older spelling of `summary`.
-    request.shows_reasoning |= reasoning.take::<String>("generate_summary")?.is_some_and(|summary| summary != "none");
+    let asks = |summary: Option<String>| summary.is_some_and(|summary| summary != "none");
+    // `generate_summary` is the older spelling of `summary`.
+    if asks(reasoning.take("summary")?) | asks(reasoning.take("generate_summary")?) {
+        // A summary is text: any provider's reasoning serves.
+        request.shows_reasoning = ReasoningShown::FromAny;
+    }
     reasoning.keep_rest("reasoning", fields);
     Ok(())
 }

@@ -4,7 +4,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::request::Setting;
+use crate::request::{ReasoningShown, Setting};
 
 fn parsed(body: Value) -> ChatRequest {
     let bytes = Bytes::from(body.to_string());
@@ -73,7 +73,7 @@ fn a_tool_conversation_with_thinking_becomes_the_normalised_request() {
     assert_eq!((request.top_k, request.user.as_deref()), (Some(40), Some("u-1")));
     assert_eq!(request.stop, ["END"]);
     assert_eq!(request.thinking_budget, Some(2048));
-    assert!(request.shows_reasoning, "a client that asks for thinking sees it");
+    assert_eq!(request.shows_reasoning, ReasoningShown::FromOwnApi, "a client that asks for thinking sees it");
     assert_eq!(request.dialect, ClientDialect::Messages);
     assert!(request.extra.is_empty(), "everything was translated: {:?}", request.extra);
     assert_eq!(request.native.as_ref().map(|native| native.body.len()), Some(body.to_string().len()));

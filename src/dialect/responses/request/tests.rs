@@ -4,7 +4,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::request::Setting;
+use crate::request::{ReasoningShown, Setting};
 
 fn parsed(body: Value) -> Ingress<Options> {
     parse(Bytes::from(body.to_string())).unwrap_or_else(|err| panic!("a valid body parses: {}", err.message()))
@@ -50,7 +50,7 @@ fn a_codex_turn_becomes_the_normalised_request() {
     assert_eq!(request.tools[0].name, "shell");
     assert_eq!((request.tool_choice, request.parallel_tool_calls), (Some(ToolChoice::Auto), Some(false)));
     assert_eq!(request.reasoning_effort.as_deref(), Some("medium"));
-    assert!(request.shows_reasoning && options.reasoning_summary, "a summary was asked for");
+    assert_eq!(request.shows_reasoning, ReasoningShown::FromAny, "a summary was asked for");
     assert_eq!(request.cache_key.as_deref(), Some("session-1"));
     assert_eq!(request.max_tokens, Some(800));
     assert!(request.extra.is_empty(), "everything was translated or honoured: {:?}", request.extra);

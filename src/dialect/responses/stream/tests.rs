@@ -7,7 +7,7 @@ use serde_json::{Map, Value, json};
 use super::*;
 
 fn options() -> Options {
-    Options { echo: Map::new(), reasoning_summary: false }
+    Options { echo: Map::new() }
 }
 
 /// Each SSE event of `bytes`, as (name, data).
