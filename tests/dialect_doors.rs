@@ -14,6 +14,7 @@ use std::time::Duration;
 use baton::mock::{Fault, MockProvider, refusing_addr};
 use baton::providers::ProviderKind;
 use serde_json::{Value, json};
+use support::matrix::{secondary_kind, waits_for_deadline};
 use support::{Proxy, Received, Spawned, mocks_toml, post_with, route_toml, within};
 
 const FIRST_TOKEN_MS: u64 = 500;
@@ -23,20 +24,6 @@ const SECONDARY_FIRST_TOKEN_MS: u64 = 50;
 const MARGIN_MS: u64 = 500;
 const HARD_LIMIT: Duration = Duration::from_secs(20);
 const PRIMARY_MARKER: &str = "leaky";
-
-/// The secondary is of another kind than the primary, so a failover also
-/// crosses from a native path to a translated one, or back.
-fn secondary_kind(primary: ProviderKind) -> ProviderKind {
-    match primary {
-        ProviderKind::OpenAi => ProviderKind::Anthropic,
-        ProviderKind::Anthropic => ProviderKind::Gemini,
-        ProviderKind::Gemini => ProviderKind::OpenAi,
-    }
-}
-
-fn waits_for_deadline(fault: Fault) -> bool {
-    matches!(fault, Fault::StallHeaders | Fault::StallFirstToken | Fault::RoleThenStall | Fault::SlowFirstToken)
-}
 
 /// A client dialect's door: where it is, what its clients send, and how
 /// they read an answer.

@@ -13,6 +13,7 @@ use std::time::Duration;
 use baton::mock::{Fault, MockProvider, refusing_addr};
 use baton::providers::ProviderKind;
 use serde_json::{Value, json};
+use support::matrix::{secondary_kind, waits_for_deadline};
 use support::{Proxy, Received, Spawned, chat_body, mocks_toml, post_chat, route_toml, within};
 
 const FIRST_TOKEN_MS: u64 = 500;
@@ -22,20 +23,6 @@ const SECONDARY_FIRST_TOKEN_MS: u64 = 50;
 const MARGIN_MS: u64 = 500;
 const HARD_LIMIT: Duration = Duration::from_secs(20);
 const PRIMARY_MARKER: &str = "leaky";
-
-/// The secondary speaks another dialect than the primary, so every test also
-/// crosses adapters.
-fn secondary_kind(primary: ProviderKind) -> ProviderKind {
-    match primary {
-        ProviderKind::OpenAi => ProviderKind::Anthropic,
-        ProviderKind::Anthropic => ProviderKind::Gemini,
-        ProviderKind::Gemini => ProviderKind::OpenAi,
-    }
-}
-
-fn waits_for_deadline(fault: Fault) -> bool {
-    matches!(fault, Fault::StallHeaders | Fault::StallFirstToken | Fault::RoleThenStall | Fault::SlowFirstToken)
-}
 
 /// What the client asks for.
 #[derive(Clone, Copy, PartialEq)]

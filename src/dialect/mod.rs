@@ -80,3 +80,35 @@ pub struct Ingress<O> {
     /// What the dialect's encoder needs from the request.
     pub options: O,
 }
+
+/// What the encoders' tests of every dialect share.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use serde_json::Value;
+
+    use crate::event::{Event, ToolCallDelta};
+
+    /// A tool-call event: the first of a call carries its id and name.
+    pub fn call(index: u32, id: Option<&str>, name: Option<&str>, arguments: &str) -> Event {
+        Event::ToolCall(ToolCallDelta {
+            index,
+            id: id.map(str::to_owned),
+            name: name.map(str::to_owned),
+            arguments: arguments.to_owned(),
+        })
+    }
+
+    /// Each named SSE event of `bytes`, as (name, data); whole events only.
+    pub fn named_events(bytes: &[u8]) -> Vec<(String, Value)> {
+        let text = std::str::from_utf8(bytes).unwrap_or_default();
+        assert!(text.ends_with("\n\n"), "whole events only: {text:?}");
+        text.split_terminator("\n\n")
+            .map(|event| {
+                let (name, data) = event.split_once('\n').unwrap_or_default();
+                let name = name.strip_prefix("event: ").unwrap_or_default().to_owned();
+                let data = serde_json::from_str(data.strip_prefix("data: ").unwrap_or_default()).unwrap_or_default();
+                (name, data)
+            })
+            .collect()
+    }
+}

@@ -8,6 +8,7 @@
 mod binary;
 mod client;
 mod config_text;
+pub mod matrix;
 mod mock;
 mod proxy;
 pub mod raw;

@@ -87,18 +87,11 @@ fn input(arguments: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::ToolCallDelta;
+    use crate::dialect::test_support;
 
     #[test]
     fn a_whole_answer_has_its_blocks_in_order_with_usage() {
-        let call = |id: Option<&str>, name: Option<&str>, arguments: &str| {
-            Event::ToolCall(ToolCallDelta {
-                index: 0,
-                id: id.map(str::to_owned),
-                name: name.map(str::to_owned),
-                arguments: arguments.to_owned(),
-            })
-        };
+        let call = |id, name, arguments| test_support::call(0, id, name, arguments);
         let events = vec![
             Event::Usage(Usage { input_tokens: Some(30), cached_input_tokens: Some(20), ..Usage::default() }),
             Event::Reasoning("Let me ".into()),

@@ -120,23 +120,14 @@ impl From<Usage> for OpenAiUsage {
     }
 }
 
-/// What the encoders' tests share: a fixed answer and tool-call events.
+/// What the encoders' tests share: a fixed answer, and tool-call events.
 #[cfg(test)]
 mod test_support {
     use super::Answer;
-    use crate::event::{Event, ToolCallDelta};
+    pub use crate::dialect::test_support::call;
 
     pub fn answer() -> Answer {
         Answer { id: "chatcmpl-1".into(), created: 7, model: "m".into() }
-    }
-
-    pub fn call(index: u32, id: Option<&str>, name: Option<&str>, arguments: &str) -> Event {
-        Event::ToolCall(ToolCallDelta {
-            index,
-            id: id.map(str::to_owned),
-            name: name.map(str::to_owned),
-            arguments: arguments.to_owned(),
-        })
     }
 }
 

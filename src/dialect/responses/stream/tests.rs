@@ -5,24 +5,19 @@
 use serde_json::{Map, Value, json};
 
 use super::*;
+use crate::dialect::test_support::{call, named_events};
 
 fn options() -> Options {
     Options { echo: Map::new() }
 }
 
-/// Each SSE event of `bytes`, as (name, data).
+/// Each SSE event of `bytes`, each one's type its name.
 fn events(bytes: &[u8]) -> Vec<(String, Value)> {
-    let text = std::str::from_utf8(bytes).unwrap_or_default();
-    assert!(text.ends_with("\n\n"), "whole events only: {text:?}");
-    text.split_terminator("\n\n")
-        .map(|event| {
-            let (name, data) = event.split_once('\n').unwrap_or_default();
-            let data: Value = serde_json::from_str(data.strip_prefix("data: ").unwrap_or_default()).unwrap_or_default();
-            let name = name.strip_prefix("event: ").unwrap_or_default().to_owned();
-            assert_eq!(data["type"], json!(name), "each event's type is its name");
-            (name, data)
-        })
-        .collect()
+    let events = named_events(bytes);
+    for (name, data) in &events {
+        assert_eq!(data["type"], json!(name), "each event's type is its name");
+    }
+    events
 }
 
 fn encode(answer: Vec<Event>) -> (Vec<(String, Value)>, ResponseEncoder) {
@@ -33,15 +28,6 @@ fn encode(answer: Vec<Event>) -> (Vec<(String, Value)>, ResponseEncoder) {
     }
     encoder.write_done(&mut out);
     (events(&out), encoder)
-}
-
-fn call(index: u32, id: Option<&str>, name: Option<&str>, arguments: &str) -> Event {
-    Event::ToolCall(ToolCallDelta {
-        index,
-        id: id.map(str::to_owned),
-        name: name.map(str::to_owned),
-        arguments: arguments.to_owned(),
-    })
 }
 
 #[test]
