@@ -370,7 +370,7 @@ pub struct ChatRequest {
     /// `stream_reasoning`.
     pub shows_reasoning: ReasoningShown,
     /// The body as sent, for a target that speaks the client's dialect.
-    pub native: Option<Native>,
+    pub native: Option<Box<Native>>,
     /// Every top-level field baton does not translate (by name; JSON
     /// objects have no order): passed through verbatim to targets of the client's dialect,
     /// translated where another has an equivalent, refused by name otherwise.
@@ -423,7 +423,7 @@ impl ChatRequest {
     /// The body as sent, when the target's API is `dialect`: what the
     /// same-dialect path sends.
     pub fn native_in(&self, dialect: ClientDialect) -> Option<&Native> {
-        self.native.as_ref().filter(|_| self.dialect == dialect)
+        self.native.as_deref().filter(|_| self.dialect == dialect)
     }
 
     /// The untranslated top-level fields, when a target speaks `dialect`

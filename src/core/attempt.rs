@@ -2,7 +2,6 @@
 //! to the commit point under the first-token deadline, and retries of the
 //! failures worth retrying. Every failure is recorded, in order.
 
-use std::borrow::Cow;
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -117,6 +116,25 @@ pub(super) enum Ask<'a> {
     },
 }
 
+/// The request one target is sent: the client's, or a copy made for the
+/// target, boxed — every future of an attempt holds it, and a request in
+/// flight holds every such future.
+enum Asked<'a> {
+    Borrowed(&'a ChatRequest),
+    Owned(Box<ChatRequest>),
+}
+
+impl std::ops::Deref for Asked<'_> {
+    type Target = ChatRequest;
+
+    fn deref(&self) -> &ChatRequest {
+        match self {
+            Asked::Borrowed(request) => request,
+            Asked::Owned(request) => request,
+        }
+    }
+}
+
 impl Ask<'_> {
     /// The client's request, whatever this attempt asks.
     pub(super) fn original(&self) -> &ChatRequest {
@@ -127,13 +145,15 @@ impl Ask<'_> {
 
     /// The request for `target`: a continuation prefills the partial answer
     /// only where the target declares it can.
-    fn request_for(&self, target: &Target) -> (Cow<'_, ChatRequest>, bool) {
+    fn request_for(&self, target: &Target) -> (Asked<'_>, bool) {
         match *self {
-            Ask::Fresh(request) => (Cow::Borrowed(request), false),
+            Ask::Fresh(request) => (Asked::Borrowed(request), false),
             Ask::Resume { original, partial } if target.prefill => {
-                (Cow::Owned(splice::prefill_request(original, partial)), true)
+                (Asked::Owned(Box::new(splice::prefill_request(original, partial))), true)
             }
-            Ask::Resume { original, partial } => (Cow::Owned(splice::instruction_request(original, partial)), false),
+            Ask::Resume { original, partial } => {
+                (Asked::Owned(Box::new(splice::instruction_request(original, partial))), false)
+            }
         }
     }
 }
@@ -163,7 +183,7 @@ impl Engine {
             return run;
         }
         if !unsupported.is_empty() {
-            req = Cow::Owned(req.without(&unsupported));
+            req = Asked::Owned(Box::new(req.without(&unsupported)));
         }
         let mut retry = 0;
         loop {
@@ -191,7 +211,7 @@ impl Engine {
                 elapsed: started.elapsed(),
             });
             if prefill_rejected && let Ask::Resume { original, partial } = ask {
-                req = Cow::Owned(splice::instruction_request(original, partial));
+                req = Asked::Owned(Box::new(splice::instruction_request(original, partial)));
                 prefilled = false;
                 continue;
             }

@@ -28,7 +28,7 @@ pub fn parse(body: Bytes, headers: &HeaderMap) -> Result<Ingress<()>, ApiError> 
     let stream = fields.take("stream")?.unwrap_or(false);
     let mut request = conversation(&mut fields)?;
     request.max_tokens = Some(max_tokens);
-    request.native = Some(Native { body, headers: api_headers(headers) });
+    request.native = Some(Box::new(Native { body, headers: api_headers(headers) }));
     Ok(Ingress { model, stream, request, options: () })
 }
 

@@ -89,7 +89,7 @@ pub fn parse(body: Bytes) -> Result<Ingress<Options>, ApiError> {
         fields.map.remove("truncation");
     }
     request.extra = std::mem::take(&mut fields.map);
-    request.native = Some(Native { body, headers: Vec::new() });
+    request.native = Some(Box::new(Native { body, headers: Vec::new() }));
     let options = Options { echo };
     Ok(Ingress { model, stream, request, options })
 }
