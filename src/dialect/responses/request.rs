@@ -55,6 +55,8 @@ pub fn parse(body: Bytes) -> Result<Ingress<Options>, ApiError> {
     fields.map.remove("stream_options");
     // Not honoured: baton stores nothing, and every answer says so.
     fields.map.remove("store");
+    // The client's ids for its own bookkeeping (Codex's session and turn): they ask nothing of the answer.
+    fields.map.remove("client_metadata");
     let mut messages = Vec::new();
     if let Some(instructions) = fields.take::<String>("instructions")? {
         messages.push(Message::text(Role::System, instructions));
@@ -133,7 +135,13 @@ fn input_item(i: usize, item: Value, messages: &mut Vec<Message>) -> Result<(), 
                 _ => messages.push(Message { content: vec![part], ..assistant() }),
             }
         }
-        // Built-in tools' calls and outputs, item references: kept as sent.
+        "item_reference" => {
+            return Err(ApiError::bad_request(format!(
+                "`input[{i}]` is an item_reference, which needs a stored response: this gateway keeps none; \
+                 send the item itself (with store: false, clients do)"
+            )));
+        }
+        // Built-in tools' calls and outputs: kept as sent.
         _ => {
             fields.map.insert("type".into(), Value::String(kind));
             let part = Part::Other(Value::Object(fields.map));

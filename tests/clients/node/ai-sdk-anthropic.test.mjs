@@ -9,14 +9,7 @@ import assert from "node:assert/strict";
 import { createAnthropic } from "@ai-sdk/anthropic";
 import { stepCountIs, streamText, tool } from "ai";
 import { z } from "zod";
-import { KINDS, startGateway, toolResultSent } from "./gateway.mjs";
-
-/** The path each kind of provider is asked at. */
-const UPSTREAM_PATH = {
-  openai: /\/chat\/completions$/,
-  anthropic: /^\/v1\/messages$/,
-  gemini: /^\/v1beta\/models\/[^/]+:streamGenerateContent\?alt=sse$/,
-};
+import { KINDS, offersWeather, startGateway, toolResultSent, UPSTREAM_PATH } from "./gateway.mjs";
 
 let gateway;
 let anthropic;
@@ -87,11 +80,4 @@ function maxTokensSent(kind, body) {
   if (kind === "openai") return body.max_completion_tokens ?? body.max_tokens;
   if (kind === "anthropic") return body.max_tokens;
   return body.generationConfig.maxOutputTokens;
-}
-
-/** Whether a provider's request body offers the `get_weather` function. */
-function offersWeather(kind, body) {
-  if (kind === "openai") return body.tools.some((t) => t.function.name === "get_weather");
-  if (kind === "anthropic") return body.tools.some((t) => t.name === "get_weather");
-  return body.tools.some((t) => t.functionDeclarations.some((d) => d.name === "get_weather"));
 }

@@ -95,6 +95,20 @@ export async function startGateway() {
   }
 }
 
+/** The path each kind of provider is asked at (streamed). */
+export const UPSTREAM_PATH = {
+  openai: /\/chat\/completions$/,
+  anthropic: /^\/v1\/messages$/,
+  gemini: /^\/v1beta\/models\/[^/]+:streamGenerateContent\?alt=sse$/,
+};
+
+/** Whether a provider's request body offers the `get_weather` function. */
+export function offersWeather(kind, body) {
+  if (kind === "openai") return body.tools.some((t) => t.function.name === "get_weather");
+  if (kind === "anthropic") return body.tools.some((t) => t.name === "get_weather");
+  return body.tools.some((t) => t.functionDeclarations.some((d) => d.name === "get_weather"));
+}
+
 /** The text of the tool result a provider received, read from its own shape. */
 export function toolResultSent(route, body) {
   if (KINDS[route] === "openai") {

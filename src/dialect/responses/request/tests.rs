@@ -34,6 +34,7 @@ fn a_codex_turn_becomes_the_normalised_request() {
         "reasoning": { "effort": "medium", "summary": "auto" },
         "include": ["reasoning.encrypted_content"],
         "prompt_cache_key": "session-1",
+        "client_metadata": { "session_id": "s-1" },
         "max_output_tokens": 800,
     });
     let Ingress { model, stream, request, options } = parsed(body);
@@ -96,6 +97,7 @@ fn state_is_refused_by_name_and_bad_bodies_say_what_is_wrong() {
         (json!({ "model": "m", "input": [{ "type": "function_call", "name": "f" }] }), "`input[0].call_id`"),
         (json!({ "model": "m", "input": "x", "text": { "format": { "type": "yaml" } } }), "text.format.type"),
         (json!({ "model": "m", "input": "x", "max_output_tokens": "lots" }), "`max_output_tokens`"),
+        (json!({ "model": "m", "input": [{ "type": "item_reference", "id": "msg_1" }] }), "`input[0]` is an item_reference"),
     ];
     for (body, expected) in cases {
         let message = refused(body.clone());

@@ -1,0 +1,295 @@
+// The Codex CLI (`@openai/codex`), unmodified, run as `codex exec` against
+// a running baton that holds a client key, through baton's Responses door
+// (`POST /v1/responses`, `wire_api = "responses"`): the simulated model
+// calls the first tool Codex offers, `exec_command`, with the command
+// `Paris` (its example string); Codex runs it in its read-only sandbox in a
+// throwaway directory, where bash answers "Paris: command not found"; Codex
+// sends that back and prints the model's answer about it. Both from an
+// OpenAI-kind target and from an Anthropic-kind one.
+//
+// Codex sends one thing no target but a Responses API can take: a
+// `namespace` tool (`multi_agent_v1`, its sub-agent functions grouped).
+// baton refuses it for every kind of target, so the routes Codex uses say
+// `unsupported_params = "drop"` and baton answers with
+// `x-baton-dropped-params: tools` (only the namespace tool goes: the
+// function tools stay). Its `client_metadata` (its ids for the session and
+// turn) asks nothing of the answer and is left out. A recording proxy between Codex and baton
+// keeps what Codex sent and baton's answer headers.
+//
+// What keeps the run offline, non-interactive and harmless, in the throwaway
+// CODEX_HOME's config.toml (checked with `--strict-config`):
+// * `approval_policy = "never"`: nobody is there to approve a command;
+// * `sandbox_mode = "read-only"`: the model's commands may read, not write;
+// * `check_for_update_on_startup = false`, `[analytics]`, `[feedback]`
+//   disabled, `[history] persistence = "none"`, `web_search = "disabled"`;
+// * `[features] plugins = false`: otherwise Codex syncs its curated plugins
+//   from GitHub at start (a DNS lookup of api.github.com);
+// * `request_max_retries = 0`, `stream_max_retries = 0`: a refusal fails at once.
+
+import { after, test } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createServer, request } from "node:http";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { providerToml, recorded, serve, startMock } from "./gateway.mjs";
+
+const here = new URL(".", import.meta.url).pathname;
+const CODEX = join(here, "node_modules", ".bin", "codex");
+const KEY = "sk-agent-test-0123456789abcdef";
+const RUN_TIMEOUT_MS = 60000;
+/** What bash answers to the command the simulated model asks for. */
+const RAN = "Paris: command not found";
+
+const stops = [];
+after(() => {
+  for (const stop of stops) stop();
+});
+
+/** Starts a mock and keeps it to be stopped after the tests. */
+async function mock(kind) {
+  const started = await startMock(kind);
+  stops.push(() => started.proc.kill());
+  return started;
+}
+
+/** Starts baton with the key "agent" and one route to these targets ([name, mock] pairs); resolves with its address. */
+async function gateway(route, targets, routeExtra = "") {
+  let config = `listen = "127.0.0.1:0"\n\n[[keys]]\nname = "agent"\nkey = "${KEY}"\n`;
+  for (const [name, target] of targets) config += providerToml(name, target);
+  const list = targets.map(([name]) => `{ provider = "${name}", model = "${name}-sim" }`).join(", ");
+  config += `\n[[routes]]\nmodel = "${route}"\n${routeExtra}targets = [${list}]\n`;
+  const { proc, addr } = await serve(config);
+  stops.push(() => proc.kill());
+  return addr;
+}
+
+/**
+ * A proxy in front of `upstream` (host:port) that passes every request and
+ * answer through as they stream and keeps `{method, path, headers, body,
+ * status, answerHeaders}` of each; resolves with its address and the list.
+ */
+function recordingProxy(upstream) {
+  const [host, port] = upstream.split(":");
+  const exchanges = [];
+  const server = createServer((req, res) => {
+    const chunks = [];
+    req.on("data", (chunk) => chunks.push(chunk));
+    req.on("end", () => {
+      const raw = Buffer.concat(chunks);
+      const exchange = { method: req.method, path: req.url, headers: req.headers, body: parse(raw.toString("utf8")) };
+      exchanges.push(exchange);
+      const forward = request({ host, port, method: req.method, path: req.url, headers: req.headers }, (answer) => {
+        exchange.status = answer.statusCode;
+        exchange.answerHeaders = answer.headers;
+        res.writeHead(answer.statusCode, answer.headers);
+        answer.pipe(res);
+      });
+      forward.on("error", () => res.destroy());
+      forward.end(raw);
+    });
+  });
+  stops.push(() => server.close());
+  return new Promise((resolve) => {
+    server.listen(0, "127.0.0.1", () => resolve({ addr: `127.0.0.1:${server.address().port}`, exchanges }));
+  });
+}
+
+function parse(text) {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
+
+/** Codex's config.toml: `model` from a provider "baton" at `addr`. */
+function codexConfig(model, addr) {
+  return `model = "${model}"
+model_provider = "baton"
+approval_policy = "never"
+sandbox_mode = "read-only"
+check_for_update_on_startup = false
+web_search = "disabled"
+
+[analytics]
+enabled = false
+
+[feedback]
+enabled = false
+
+[history]
+persistence = "none"
+
+[features]
+plugins = false
+
+[model_providers.baton]
+name = "baton"
+base_url = "http://${addr}/v1"
+env_key = "BATON_KEY"
+wire_api = "responses"
+request_max_retries = 0
+stream_max_retries = 0
+`;
+}
+
+/**
+ * Runs `codex exec --skip-git-repo-check "say something"` against baton
+ * at `addr`, asking for `model`, with a throwaway CODEX_HOME, HOME and
+ * working directory, stdin closed and only PATH, HOME, CODEX_HOME and
+ * BATON_KEY in its environment; killed after RUN_TIMEOUT_MS.
+ */
+function runCodex(addr, model, args = []) {
+  const codexHome = mkdtempSync(join(tmpdir(), "baton-codex-home-"));
+  const home = mkdtempSync(join(tmpdir(), "baton-codex-user-"));
+  const cwd = mkdtempSync(join(tmpdir(), "baton-codex-cwd-"));
+  writeFileSync(join(codexHome, "config.toml"), codexConfig(model, addr));
+  const env = { PATH: process.env.PATH, HOME: home, CODEX_HOME: codexHome, BATON_KEY: KEY };
+  const started = Date.now();
+  const proc = spawn(CODEX, ["exec", "--strict-config", "--skip-git-repo-check", ...args, "say something"],
+    { cwd, env, stdio: ["ignore", "pipe", "pipe"] });
+  let stdout = "";
+  let stderr = "";
+  proc.stdout.on("data", (chunk) => (stdout += chunk));
+  proc.stderr.on("data", (chunk) => (stderr += chunk));
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    proc.kill("SIGKILL");
+  }, RUN_TIMEOUT_MS);
+  return new Promise((resolve, reject) => {
+    proc.on("error", reject);
+    proc.on("close", (code, signal) => {
+      clearTimeout(timer);
+      for (const dir of [codexHome, home, cwd]) rmSync(dir, { recursive: true, force: true });
+      resolve({ code, signal, timedOut, stdout, stderr, ms: Date.now() - started });
+    });
+  });
+}
+
+/** Asserts Codex exited 0 and printed the model's answer about the command's output. */
+function assertAnswered(run) {
+  const said = `exit ${run.code}${run.timedOut ? " (killed after the timeout)" : ""}\nstdout: ${run.stdout}\nstderr: ${run.stderr}`;
+  assert.equal(run.code, 0, `Codex exits 0; got ${said}`);
+  assert.match(run.stdout, /^the tool said: /, `it prints the model's answer about the tool's result; got ${said}`);
+  assert.ok(run.stdout.includes(RAN), `the answer quotes the command's output ${RAN}; got ${said}`);
+}
+
+/** Asserts what Codex sent baton (two turns of one conversation) and what baton answered. */
+function assertCodexAsked(exchanges, route, provider) {
+  assert.equal(exchanges.length, 2, `Codex asked twice, before and after the command; got ${exchanges.map((e) => `${e.method} ${e.path}`)}`);
+  for (const { method, path, headers, body, status, answerHeaders } of exchanges) {
+    assert.deepEqual([method, path], ["POST", "/v1/responses"], "at the Responses API");
+    assert.equal(headers.authorization, `Bearer ${KEY}`, "with the client key from env_key");
+    assert.equal(headers.accept, "text/event-stream");
+    assert.equal(headers.originator, "codex_exec");
+    assert.match(headers["user-agent"], /^codex_exec\/0\.169\.0 /);
+    assert.equal(body.model, route);
+    assert.equal(body.stream, true, "Codex streams");
+    assert.equal(body.store, false, "Codex asks for nothing to be stored");
+    assert.deepEqual(body.include, ["reasoning.encrypted_content"]);
+    assert.deepEqual(body.reasoning, { summary: "auto" });
+    assert.equal(typeof body.prompt_cache_key, "string");
+    assert.equal(typeof body.client_metadata, "object", "Codex sends its client_metadata");
+    assert.equal(body.tools[0].name, "exec_command", "Codex's first tool is exec_command");
+    assert.deepEqual([...new Set(body.tools.map((t) => t.type))].sort(), ["function", "namespace"],
+      "function tools and a namespace tool");
+    assert.equal(status, 200, `baton answered ${JSON.stringify(answerHeaders)}`);
+    assert.equal(answerHeaders["content-type"], "text/event-stream");
+    assert.equal(answerHeaders["x-baton-provider"], provider);
+    assert.equal(answerHeaders["x-baton-dropped-params"], "tools",
+      "what no target but a Responses API takes was dropped");
+  }
+  const input = exchanges[1].body.input;
+  const call = input.find((item) => item.type === "function_call");
+  assert.deepEqual([call?.name, JSON.parse(call?.arguments ?? "null")], ["exec_command", { cmd: "Paris" }],
+    "the second turn sends back the call the first answered with");
+  const output = input.find((item) => item.type === "function_call_output");
+  assert.equal(output?.call_id, call.call_id, "and its output, for that call");
+  assert.ok(output.output.includes(RAN), `which is what the sandboxed command printed: ${output.output}`);
+}
+
+/** The text of a message's content (a string or blocks). */
+function textOf(content) {
+  if (typeof content === "string") return content;
+  return content.map((block) => (block.type === "text" ? block.text : block.content ? textOf(block.content) : "")).join("");
+}
+
+test("codex exec works through baton to an OpenAI-kind target", { timeout: 90000 }, async () => {
+  const openai = await mock("openai");
+  const proxy = await recordingProxy(await gateway("codex-gpt", [["openai", openai]], 'unsupported_params = "drop"\n'));
+
+  const run = await runCodex(proxy.addr, "codex-gpt");
+  assertAnswered(run);
+  assertCodexAsked(proxy.exchanges, "codex-gpt", "openai");
+
+  const records = await recorded(openai);
+  assert.equal(records.length, 2, "the target was asked twice");
+  for (const { path, headers, body } of records) {
+    assert.equal(path, "/v1/chat/completions", "asked at Chat Completions");
+    assert.equal(headers.authorization, undefined, "the client's key is not sent on to the provider");
+    assert.equal(body.model, "openai-sim", "the target's model");
+    assert.equal(body.stream, true);
+    assert.equal(body.client_metadata, undefined, "client_metadata was dropped");
+    assert.ok(body.tools.every((t) => t.type === "function"), "only function tools reached the target");
+    assert.equal(body.tools[0].function.name, "exec_command", "Codex's first tool, as a function");
+    assert.equal(body.prompt_cache_key, proxy.exchanges[0].body.prompt_cache_key, "Codex's prompt_cache_key was sent on");
+    assert.equal(body.messages[0].role, "system", "Codex's developer instructions, as a system message");
+    assert.match(textOf(body.messages[0].content), /Codex CLI/);
+  }
+  const [assistant, result] = records[1].body.messages.slice(-2);
+  assert.equal(assistant.content, "openai0 openai1 openai2", "the first answer's words came back whole");
+  assert.deepEqual(assistant.tool_calls?.map((c) => [c.function.name, JSON.parse(c.function.arguments)]),
+    [["exec_command", { cmd: "Paris" }]], "the tool call came back as streamed");
+  assert.equal(result.role, "tool", "the command's output, as a tool message");
+  assert.equal(result.tool_call_id, assistant.tool_calls[0].id, "answering that call");
+  assert.ok(textOf(result.content).includes(RAN), "carrying what the command printed");
+});
+
+test("codex exec works through baton to an Anthropic-kind target", { timeout: 90000 }, async () => {
+  const anthropic = await mock("anthropic");
+  const proxy = await recordingProxy(await gateway("codex-claude", [["anthropic", anthropic]], 'unsupported_params = "drop"\n'));
+
+  const run = await runCodex(proxy.addr, "codex-claude");
+  assertAnswered(run);
+  assertCodexAsked(proxy.exchanges, "codex-claude", "anthropic");
+
+  const records = await recorded(anthropic);
+  assert.equal(records.length, 2, "the target was asked twice");
+  for (const { path, headers, body } of records) {
+    assert.equal(path, "/v1/messages", "asked at the Messages API");
+    assert.equal(headers["anthropic-version"], "2023-06-01");
+    assert.equal(headers.authorization, undefined, "the client's key is not sent on to the provider");
+    assert.equal(body.model, "anthropic-sim", "the target's model");
+    assert.equal(body.stream, true);
+    assert.equal(body.client_metadata, undefined, "client_metadata was dropped");
+    assert.equal(body.tools[0].name, "exec_command", "Codex's first tool");
+    assert.ok(body.tools.every((t) => t.input_schema), "only function tools reached the target");
+    assert.match(textOf(body.system), /Codex CLI/, "Codex's developer instructions, as the system prompt");
+  }
+  const [assistant, result] = records[1].body.messages.slice(-2);
+  assert.equal(textOf(assistant.content.filter((b) => b.type === "text")), "anthropic0 anthropic1 anthropic2",
+    "the first answer's words came back whole");
+  const call = assistant.content.find((b) => b.type === "tool_use");
+  assert.deepEqual([call?.name, call?.input], ["exec_command", { cmd: "Paris" }], "the tool call came back as streamed");
+  const block = result.content.find((b) => b.type === "tool_result");
+  assert.equal(block?.tool_use_id, call.id, "the command's output answers that call");
+  assert.ok(textOf(block.content).includes(RAN), "carrying what the command printed");
+});
+
+// `client_metadata` asks nothing of the answer, so a target goes without
+// it, as with `store`: with Codex's namespace tool turned off
+// (`--disable multi_agent`), Codex works on a route that drops nothing.
+test("codex exec through a route that drops nothing, without Codex's namespace tool", { timeout: 90000 }, async () => {
+  const openai = await mock("openai");
+  const proxy = await recordingProxy(await gateway("codex-strict", [["openai", openai]]));
+  const run = await runCodex(proxy.addr, "codex-strict", ["--disable", "multi_agent"]);
+  assert.deepEqual(proxy.exchanges.map((e) => e.status), [200, 200],
+    `baton answered both turns: ${proxy.exchanges.map((e) => e.status)}; Codex said ${run.stderr.match(/ERROR: .*/)?.[0]}`);
+  assertAnswered(run);
+  const records = await recorded(openai);
+  assert.equal(records.length, 2, "the target was asked twice");
+  assert.ok(records.every((r) => r.body.client_metadata === undefined), "client_metadata was left out");
+});
