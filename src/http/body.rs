@@ -47,13 +47,15 @@ impl BodyBudget {
             return Err(ApiError::too_large(limit));
         }
         let mut held = Held(None);
-        // A declared length takes its share at once, before any byte is read.
-        if let Some(length) = declared.and_then(|length| usize::try_from(length).ok()) {
+        // A declared length takes its share at once, before any byte is
+        // read, and sizes the buffer: a dialect may keep the body whole.
+        let declared = declared.and_then(|length| usize::try_from(length).ok());
+        if let Some(length) = declared {
             self.grow(&mut held, length)?;
         }
         let mut stream = body.into_data_stream();
         let read = async {
-            let mut out = Vec::new();
+            let mut out = Vec::with_capacity(declared.unwrap_or(0));
             while let Some(chunk) = stream.next().await {
                 let chunk =
                     chunk.map_err(|err| ApiError::bad_request(format!("could not read request body: {err}")))?;

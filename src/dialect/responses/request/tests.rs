@@ -97,7 +97,10 @@ fn state_is_refused_by_name_and_bad_bodies_say_what_is_wrong() {
         (json!({ "model": "m", "input": [{ "type": "function_call", "name": "f" }] }), "`input[0].call_id`"),
         (json!({ "model": "m", "input": "x", "text": { "format": { "type": "yaml" } } }), "text.format.type"),
         (json!({ "model": "m", "input": "x", "max_output_tokens": "lots" }), "`max_output_tokens`"),
-        (json!({ "model": "m", "input": [{ "type": "item_reference", "id": "msg_1" }] }), "`input[0]` is an item_reference"),
+        (
+            json!({ "model": "m", "input": [{ "type": "item_reference", "id": "msg_1" }] }),
+            "`input[0]` is an item_reference",
+        ),
     ];
     for (body, expected) in cases {
         let message = refused(body.clone());
