@@ -206,3 +206,26 @@ async fn thinking_is_shown_with_its_signature_from_anthropic_and_not_from_anothe
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_refused_preflight_on_the_door_is_in_anthropics_shape() {
+    within(HARD_LIMIT, async {
+        let claude = MockProvider::anthropic().spawned().await;
+        let config = format!(
+            "cors_origins = [\"https://app.example\"]\n{}",
+            mocks_toml(&[("claude", &claude)], FIRST_TOKEN_MS, IDLE_MS)
+        );
+        let proxy = Proxy::start(&config).await;
+        let refused = reqwest::Client::new()
+            .request(reqwest::Method::OPTIONS, proxy.url("/v1/messages"))
+            .header("origin", "https://evil.example")
+            .header("access-control-request-method", "POST")
+            .send()
+            .await
+            .expect("answers");
+        assert_eq!(refused.status(), 403);
+        let body: Value = refused.json().await.unwrap_or_default();
+        assert_eq!((body["type"].clone(), body["error"]["type"].clone()), (json!("error"), json!("permission_error")));
+    })
+    .await;
+}

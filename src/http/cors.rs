@@ -31,7 +31,10 @@ pub(super) async fn cors(State(state): State<AppState>, request: Request, next: 
     if preflight {
         let Some(allowed) = allowed else {
             let origin = origin.as_ref().and_then(|o| o.to_str().ok()).unwrap_or_default();
-            return ApiError::forbidden(format!("the origin {origin:?} is not in cors_origins")).into_response();
+            return super::edge_error(
+                &request,
+                ApiError::forbidden(format!("the origin {origin:?} is not in cors_origins")),
+            );
         };
         let mut response = StatusCode::NO_CONTENT.into_response();
         let asked = request.headers().get(header::ACCESS_CONTROL_REQUEST_HEADERS).cloned();

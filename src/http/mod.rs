@@ -85,7 +85,7 @@ async fn allowed_host(State(state): State<AppState>, request: Request, next: axu
 
 /// An error raised before a request reaches its endpoint, in the dialect of
 /// the client that sent it: Anthropic's for its paths and SDKs, else OpenAI's.
-fn edge_error(request: &Request, error: ApiError) -> Response {
+pub(super) fn edge_error(request: &Request, error: ApiError) -> Response {
     if anthropic::speaks_anthropic(request.uri().path(), request.headers()) {
         error::respond::<AnthropicMessages>(error)
     } else {
