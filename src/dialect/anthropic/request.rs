@@ -188,6 +188,8 @@ fn content_block(i: usize, j: usize, role: Role, block: Value) -> Result<Block, 
     };
     // A text or image block with more than baton translates (`citations`)
     // is kept as sent too, so none of it is lost.
+    // A field set to `null` asks for nothing (SDKs write `"citations": null`).
+    fields.map.retain(|_, value| !value.is_null());
     Ok(if fields.map.is_empty() { block } else { Block::Part(Part::Other(original)) })
 }
 

@@ -185,10 +185,12 @@ fn what_a_block_or_thinking_carries_beyond_the_translation_is_kept() {
         "thinking": { "type": "enabled", "budget_tokens": 1024, "display": "omitted" },
         "messages": [{ "role": "user", "content": [
             { "type": "text", "text": "see", "citations": [{ "type": "char_location" }] },
+            { "type": "text", "text": "and", "citations": null },
         ] }] }));
     assert_eq!(req.thinking_budget, Some(1024));
     assert_eq!(req.extra.get("thinking"), Some(&json!({ "display": "omitted" })));
     assert!(matches!(req.messages[0].content[0], Part::Other(_)), "a text block with citations is kept whole");
+    assert!(matches!(req.messages[0].content[1], Part::Text { .. }), "`citations: null` asks for nothing");
     let dropped = req.without(&[req.field(Setting::ThinkingBudget)]);
     assert_eq!((dropped.thinking_budget, dropped.extra.get("thinking")), (None, None), "dropping takes both");
 }
