@@ -11,11 +11,11 @@ mod support;
 
 use std::time::Duration;
 
-use baton::mock::{Fault, MockProvider, refusing_addr};
+use baton::mock::{Fault, MockProvider};
 use baton::providers::ProviderKind;
 use serde_json::{Value, json};
-use support::matrix::{secondary_kind, waits_for_deadline};
-use support::{Proxy, Received, Spawned, mocks_toml, post_with, route_toml, within};
+use support::matrix::*;
+use support::{Proxy, Received, Spawned, mocks_toml, post_with, within};
 
 const FIRST_TOKEN_MS: u64 = 500;
 const IDLE_MS: u64 = 500;
@@ -122,24 +122,7 @@ impl Door {
 
 async fn run(door: Door, kind: ProviderKind, fault: Fault, stream: bool) {
     within(HARD_LIMIT, async {
-        let primary = MockProvider::new(kind).marker(PRIMARY_MARKER).fault(fault).spawned().await;
-        let secondary = MockProvider::new(secondary_kind(kind))
-            .marker("clean")
-            .first_token_after(Duration::from_millis(SECONDARY_FIRST_TOKEN_MS))
-            .spawned()
-            .await;
-        let config = if fault == Fault::Refuse {
-            let dead = refusing_addr().await.expect("free port");
-            let base =
-                if kind == ProviderKind::OpenAi { format!("http://{dead}/v1") } else { format!("http://{dead}") };
-            route_toml(
-                &[("primary", kind, base), ("secondary", secondary.provider_kind(), secondary.base_url())],
-                FIRST_TOKEN_MS,
-                IDLE_MS,
-            )
-        } else {
-            mocks_toml(&[("primary", &primary), ("secondary", &secondary)], FIRST_TOKEN_MS, IDLE_MS)
-        };
+        let (_primary, secondary, config) = primary_then(kind, fault, secondary(kind)).await;
         let proxy = Proxy::start(&config).await;
         let got = post_with(&proxy, door.path(), &door.body(stream), &[]).await;
         let name = fault.name();

@@ -10,19 +10,11 @@ mod support;
 
 use std::time::Duration;
 
-use baton::mock::{Fault, MockProvider, refusing_addr};
+use baton::mock::Fault;
 use baton::providers::ProviderKind;
 use serde_json::{Value, json};
-use support::matrix::{secondary_kind, waits_for_deadline};
-use support::{Proxy, Received, Spawned, chat_body, mocks_toml, post_chat, route_toml, within};
-
-const FIRST_TOKEN_MS: u64 = 500;
-const IDLE_MS: u64 = 500;
-const SECONDARY_FIRST_TOKEN_MS: u64 = 50;
-/// Slack for a loaded two-core machine; the bounds test behaviour, not speed.
-const MARGIN_MS: u64 = 500;
-const HARD_LIMIT: Duration = Duration::from_secs(20);
-const PRIMARY_MARKER: &str = "leaky";
+use support::matrix::*;
+use support::{Proxy, Received, chat_body, post_chat, within};
 
 /// What the client asks for.
 #[derive(Clone, Copy, PartialEq)]
@@ -65,23 +57,9 @@ async fn run(kind: ProviderKind, fault: Fault, stream: bool) {
 
 async fn run_asking(kind: ProviderKind, fault: Fault, stream: bool, ask: Ask) {
     within(HARD_LIMIT, async {
-        let primary = MockProvider::new(kind).marker(PRIMARY_MARKER).fault(fault).spawned().await;
-        let secondary = MockProvider::new(secondary_kind(kind))
-            .marker("clean")
-            .first_token_after(Duration::from_millis(SECONDARY_FIRST_TOKEN_MS));
-        let secondary = if ask == Ask::Tools { secondary.tool_call() } else { secondary }.spawned().await;
-        let config = if fault == Fault::Refuse {
-            let dead = refusing_addr().await.expect("free port");
-            let base =
-                if kind == ProviderKind::OpenAi { format!("http://{dead}/v1") } else { format!("http://{dead}") };
-            route_toml(
-                &[("primary", kind, base), ("secondary", secondary.provider_kind(), secondary.base_url())],
-                FIRST_TOKEN_MS,
-                IDLE_MS,
-            )
-        } else {
-            mocks_toml(&[("primary", &primary), ("secondary", &secondary)], FIRST_TOKEN_MS, IDLE_MS)
-        };
+        let healthy = secondary(kind);
+        let healthy = if ask == Ask::Tools { healthy.tool_call() } else { healthy };
+        let (primary, secondary, config) = primary_then(kind, fault, healthy).await;
         let proxy = Proxy::start(&config).await;
         let got = post_chat(&proxy, &ask.body(stream)).await;
 
