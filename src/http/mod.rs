@@ -110,10 +110,7 @@ async fn models(State(state): State<AppState>, headers: axum::http::HeaderMap) -
         if anthropic {
             return crate::dialect::anthropic::model_list(&names);
         }
-        let data: Vec<_> = names
-            .iter()
-            .map(|name| json!({ "id": name, "object": "model", "created": 0, "owned_by": "baton" }))
-            .collect();
+        let data: Vec<_> = names.iter().map(|name| openai_model(name)).collect();
         json!({ "object": "list", "data": data })
     });
     json_or_error(anthropic, listed)
@@ -134,13 +131,14 @@ async fn model(
             let known: Vec<&str> = config.routes.iter().filter(visible).map(|route| route.model.as_str()).collect();
             return Err(ApiError::unknown_model(&id, &known));
         }
-        Ok(if anthropic {
-            crate::dialect::anthropic::model_json(&id)
-        } else {
-            json!({ "id": id, "object": "model", "created": 0, "owned_by": "baton" })
-        })
+        Ok(if anthropic { crate::dialect::anthropic::model_json(&id) } else { openai_model(&id) })
     });
     json_or_error(anthropic, found)
+}
+
+/// A route as OpenAI's model object.
+fn openai_model(name: &str) -> serde_json::Value {
+    json!({ "id": name, "object": "model", "created": 0, "owned_by": "baton" })
 }
 
 /// `result` as a JSON response, an error in Anthropic's shape or OpenAI's.

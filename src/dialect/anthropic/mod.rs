@@ -103,10 +103,7 @@ fn usage_json(usage: Usage) -> Value {
 /// The routes of this gateway as Anthropic's model list, for a client that
 /// sends `anthropic-version` to `GET /v1/models`.
 pub fn model_list(names: &[&str]) -> Value {
-    let data: Vec<Value> = names
-        .iter()
-        .map(|name| json!({ "type": "model", "id": name, "display_name": name, "created_at": "1970-01-01T00:00:00Z" }))
-        .collect();
+    let data: Vec<Value> = names.iter().map(|name| model_json(name)).collect();
     json!({ "data": data, "has_more": false, "first_id": names.first(), "last_id": names.last() })
 }
 
