@@ -22,6 +22,10 @@ pub enum Event {
     /// `signature_delta`), which lets a client send that reasoning back on
     /// its next turn; it travels, and commits nothing, with the reasoning.
     Signature(String),
+    /// The log probabilities of the answer tokens that follow, which a
+    /// client asked for: sent just before the text they belong to, so an
+    /// encoder can write them on that text's chunk.
+    Logprobs(Logprobs),
     /// Token counts so far; later values replace earlier ones.
     Usage(Usage),
     /// The provider said the answer is over, and why.
@@ -35,7 +39,7 @@ impl Event {
         match self {
             Event::Text(text) => !text.is_empty(),
             Event::ToolCall(_) | Event::Finish(_) => true,
-            Event::Usage(_) | Event::Reasoning(_) | Event::Signature(_) => false,
+            Event::Usage(_) | Event::Reasoning(_) | Event::Signature(_) | Event::Logprobs(_) => false,
         }
     }
 
@@ -55,8 +59,40 @@ impl Event {
                     + call.id.as_ref().map_or(0, String::len)
                     + call.name.as_ref().map_or(0, String::len)
             }
+            Event::Logprobs(logprobs) => logprobs.json().len(),
             Event::Usage(_) | Event::Finish(_) => 0,
         }
+    }
+}
+
+/// A list of per-token log probabilities as the provider wrote it (entries
+/// of `token`, `logprob`, `top_logprobs`), kept as raw JSON: baton reads
+/// nothing in it, only carries it to the client.
+#[derive(Debug, Clone)]
+pub struct Logprobs(Box<serde_json::value::RawValue>);
+
+impl Logprobs {
+    /// The list, when `raw` holds a non-empty JSON array; `null` and `[]`
+    /// carry nothing.
+    pub fn from_list(raw: Box<serde_json::value::RawValue>) -> Option<Self> {
+        let text = raw.get().trim();
+        (text.starts_with('[') && text[1..].trim_start() != "]").then_some(Logprobs(raw))
+    }
+
+    /// The JSON array.
+    pub fn json(&self) -> &str {
+        self.0.get()
+    }
+
+    /// The JSON array, to serialise in place.
+    pub fn raw(&self) -> &serde_json::value::RawValue {
+        &self.0
+    }
+}
+
+impl PartialEq for Logprobs {
+    fn eq(&self, other: &Self) -> bool {
+        self.json() == other.json()
     }
 }
 

@@ -122,6 +122,18 @@ pub struct Native {
     pub headers: Vec<(http::HeaderName, http::HeaderValue)>,
 }
 
+impl Native {
+    /// `body` as sent, with those of the client's `headers` that `api` names.
+    pub fn new(body: Bytes, headers: &http::HeaderMap, api: &[&str]) -> Box<Self> {
+        let headers = headers
+            .iter()
+            .filter(|(name, _)| api.contains(&name.as_str()))
+            .map(|(name, value)| (name.clone(), value.clone()))
+            .collect();
+        Box::new(Native { body, headers })
+    }
+}
+
 /// Who said a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -420,6 +432,17 @@ impl std::fmt::Display for Field {
 pub const DEFAULT_OUTPUT_RESERVE: u64 = 1024;
 
 impl ChatRequest {
+    /// Whether any part, image or tool carries an Anthropic-style cache
+    /// hint, which a provider that caches by itself does not take.
+    pub fn has_cache_hints(&self) -> bool {
+        let part_hint = |part: &Part| match part {
+            Part::Text { cache, .. } | Part::Image(Image { cache, .. }) => cache.is_some(),
+            Part::Thinking { .. } | Part::RedactedThinking(_) | Part::Other(_) => false,
+        };
+        self.tools.iter().any(|tool| tool.cache.is_some())
+            || self.messages.iter().any(|message| message.content.iter().any(part_hint))
+    }
+
     /// The body as sent, when the target's API is `dialect`: what the
     /// same-dialect path sends.
     pub fn native_in(&self, dialect: ClientDialect) -> Option<&Native> {
@@ -476,6 +499,10 @@ impl ChatRequest {
     /// cannot honour rather than skip the target.
     pub fn without(&self, fields: &[Field]) -> ChatRequest {
         let mut out = self.clone();
+        // What goes upstream is now baton's rewrite, not the body as sent.
+        if !fields.is_empty() {
+            out.native = None;
+        }
         let mut parts: Vec<(usize, usize)> = Vec::new();
         for field in fields {
             match field {

@@ -71,7 +71,7 @@ fn openai_receives_chat_completions() {
             (body["max_tokens"].clone(), body["temperature"].clone(), body["top_p"].clone()),
             (json!(77), json!(0.3), json!(0.8))
         );
-        assert_eq!(body["stop"], json!(["END"]));
+        assert_eq!(body["stop"], json!("END"), "the body goes as the client wrote it");
         assert_eq!(body["tools"][0]["function"]["name"], "get_weather");
         assert_eq!(body["tools"][0]["type"], "function");
     });

@@ -19,6 +19,10 @@ pub use error::{ApiError, ErrorKind};
 
 use crate::event::{ChatRequest, Event};
 
+/// The headers that belong to OpenAI's APIs and go with the body to a
+/// target that speaks the client's OpenAI dialect.
+const OPENAI_HEADERS: [&str; 3] = ["openai-beta", "openai-organization", "openai-project"];
+
 /// A client wire format, served by the HTTP layer's generic handlers: adding
 /// one is a folder implementing this and one route line. Its functions take
 /// no `self`, so a dialect is a type parameter, resolved at compile time.

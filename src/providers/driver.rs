@@ -1,7 +1,7 @@
 //! The HTTP exchange every adapter shares: send, check the status and content
 //! type, turn error bodies into [`ProviderError`]s, then bytes → SSE → decoder.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Display;
 use std::time::{Duration, SystemTime};
 
@@ -11,7 +11,10 @@ use http::header::{ACCEPT, CONTENT_TYPE, RETRY_AFTER};
 
 use super::client::{Client, ClientError, ResponseBody};
 use super::{Adapter, Decoder, EventStream, Opener, Opening, ProviderError, ProviderKind, Upstream, sse};
+use serde_json::value::RawValue;
+
 use crate::event::ChatRequest;
+use crate::request::Native;
 
 /// How much of an error body is read to explain a failure.
 const ERROR_BODY_LIMIT: usize = 64 * 1024;
@@ -63,6 +66,33 @@ pub(super) fn post_json(
         )
         .body(Bytes::from(body))
         .map_err(|err| ProviderError::Request(format!("cannot build it: {err}")))
+}
+
+/// The same-dialect path's request: the client's body as sent, with only
+/// the fields of `set` written over, and the client's headers of that API
+/// beside the adapter's. The body is read only as far as its top-level
+/// fields: what they hold is copied, never parsed.
+pub(super) fn post_native(
+    url: String,
+    headers: &[(&'static str, &str)],
+    native: &Native,
+    set: &[(&str, serde_json::Value)],
+) -> Result<http::Request<Bytes>, ProviderError> {
+    let set: Vec<(&str, Box<RawValue>)> = set
+        .iter()
+        .map(|(name, value)| serde_json::value::to_raw_value(value).map(|raw| (*name, raw)))
+        .collect::<Result<_, _>>()
+        .map_err(|err| ProviderError::Request(format!("cannot encode the body: {err}")))?;
+    let mut fields: BTreeMap<String, &RawValue> = serde_json::from_slice(&native.body)
+        .map_err(|err| ProviderError::Request(format!("cannot read the client's body again: {err}")))?;
+    for (name, value) in &set {
+        fields.insert((*name).to_owned(), value);
+    }
+    let mut request = post_json(url, headers, &fields)?;
+    for (name, value) in &native.headers {
+        request.headers_mut().append(name.clone(), value.clone());
+    }
+    Ok(request)
 }
 
 /// Sends `req` to `upstream` and returns its answer as events. Errors before the

@@ -21,6 +21,7 @@ pub fn message(id: &str, model: &str, events: Vec<Event>) -> Value {
     for event in events {
         match (event, blocks.last_mut()) {
             (Event::Text(more), Some(Block::Text(text))) => text.push_str(&more),
+            (Event::Logprobs(_), _) => {}
             (Event::Text(text), _) => blocks.push(Block::Text(text)),
             (Event::Reasoning(more), Some(Block::Thinking { text, signed: false, .. })) => text.push_str(&more),
             (Event::Reasoning(text), _) => {

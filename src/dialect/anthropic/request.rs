@@ -28,7 +28,7 @@ pub fn parse(body: Bytes, headers: &HeaderMap) -> Result<Ingress<()>, ApiError> 
     let stream = fields.take("stream")?.unwrap_or(false);
     let mut request = conversation(&mut fields)?;
     request.max_tokens = Some(max_tokens);
-    request.native = Some(Box::new(Native { body, headers: api_headers(headers) }));
+    request.native = Some(Native::new(body, headers, &API_HEADERS));
     Ok(Ingress { model, stream, request, options: () })
 }
 
@@ -44,15 +44,6 @@ fn body_fields(body: &[u8]) -> Result<Fields, ApiError> {
     let value: Value =
         serde_json::from_slice(body).map_err(|err| ApiError::bad_request(format!("invalid request body: {err}")))?;
     Fields::new(value, "")
-}
-
-/// The client's headers that belong to Anthropic's API.
-fn api_headers(headers: &HeaderMap) -> Vec<(http::HeaderName, http::HeaderValue)> {
-    headers
-        .iter()
-        .filter(|(name, _)| API_HEADERS.contains(&name.as_str()))
-        .map(|(n, v)| (n.clone(), v.clone()))
-        .collect()
 }
 
 /// Everything but the model, the limit and `stream`: the conversation and

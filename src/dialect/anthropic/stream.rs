@@ -146,6 +146,8 @@ impl Encoder for MessageEncoder {
                 self.close(out);
             }
             Event::ToolCall(call) => self.tool_call(call, out),
+            // The Messages API has no log probabilities.
+            Event::Logprobs(_) => {}
             Event::Finish(reason) => {
                 self.start(out);
                 self.close(out);

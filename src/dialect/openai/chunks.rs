@@ -5,10 +5,11 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 use serde::Serialize;
+use serde_json::value::RawValue;
 
 use super::{Answer, OpenAiUsage, error_json};
 use crate::dialect::{ApiError, Encoder};
-use crate::event::{Event, ToolCallDelta, Usage};
+use crate::event::{Event, Logprobs, ToolCallDelta, Usage};
 
 /// Room for a chunk's fixed fields; the content's length is added to it.
 const CHUNK_OVERHEAD: usize = 192;
@@ -28,8 +29,15 @@ struct Chunk<'a> {
 struct Choice<'a> {
     index: u32,
     delta: Delta<'a>,
-    logprobs: Option<()>,
+    logprobs: Option<ChunkLogprobs<'a>>,
     finish_reason: Option<&'static str>,
+}
+
+/// A chunk's `logprobs`: the entries of its tokens.
+#[derive(Serialize)]
+struct ChunkLogprobs<'a> {
+    content: &'a RawValue,
+    refusal: Option<()>,
 }
 
 #[derive(Serialize, Default)]
@@ -66,12 +74,20 @@ const TEXT_TAIL: &[u8] = br#"},"logprobs":null,"finish_reason":null}]}
 
 "#;
 
+/// What follows a text chunk's content up to its log probabilities, and after them.
+const LOGPROBS_HEAD: &[u8] = br#"},"logprobs":{"content":"#;
+const LOGPROBS_TAIL: &[u8] = br#","refusal":null},"finish_reason":null}]}
+
+"#;
+
 /// Encodes a committed stream as OpenAI chunks, one SSE event per event.
 pub struct ChunkEncoder {
     answer: Answer,
     include_usage: bool,
     usage: Usage,
     role_sent: bool,
+    /// Log probabilities for the next chunk's tokens.
+    logprobs: Option<Logprobs>,
     /// `data: ` and a text chunk up to its delta's first field: the part that
     /// only changes between answers.
     text_head: Vec<u8>,
@@ -81,7 +97,7 @@ impl ChunkEncoder {
     /// An encoder for one answer; `include_usage` adds the final usage chunk.
     pub fn new(answer: Answer, include_usage: bool) -> Self {
         let text_head = text_head(&answer);
-        ChunkEncoder { answer, include_usage, usage: Usage::default(), role_sent: false, text_head }
+        ChunkEncoder { answer, include_usage, usage: Usage::default(), role_sent: false, logprobs: None, text_head }
     }
 
     /// The SSE bytes for one event; usage is held for the end.
@@ -101,7 +117,14 @@ impl ChunkEncoder {
         }
         out.put_slice(br#""content":"#);
         put_json_str(text, out);
-        out.put_slice(TEXT_TAIL);
+        match self.logprobs.take() {
+            None => out.put_slice(TEXT_TAIL),
+            Some(logprobs) => {
+                out.put_slice(LOGPROBS_HEAD);
+                out.put_slice(logprobs.json().as_bytes());
+                out.put_slice(LOGPROBS_TAIL);
+            }
+        }
     }
 
     /// The end of a complete answer: the usage chunk if asked for, then `[DONE]`.
@@ -134,6 +157,12 @@ impl Encoder for ChunkEncoder {
             }
             // Chat Completions has no place for a reasoning signature.
             Event::Signature(_) => return,
+            Event::Logprobs(_) => {
+                if let Event::Logprobs(logprobs) = event {
+                    self.logprobs = Some(logprobs);
+                }
+                return;
+            }
             Event::Text(text) => {
                 self.write_text(text, out);
                 return;
@@ -148,7 +177,10 @@ impl Encoder for ChunkEncoder {
             Event::Finish(reason) => (Delta { role, ..Delta::default() }, Some(reason.as_str()), 0),
         };
         self.role_sent = true;
-        let choices = [Choice { index: 0, delta, logprobs: None, finish_reason: finish }];
+        let pending = self.logprobs.take();
+        let logprobs = pending.as_ref().map(|logprobs| ChunkLogprobs { content: logprobs.raw(), refusal: None });
+        let size = size + pending.as_ref().map_or(0, |logprobs| logprobs.json().len());
+        let choices = [Choice { index: 0, delta, logprobs, finish_reason: finish }];
         self.write_chunk(&choices, None, size, out);
     }
 

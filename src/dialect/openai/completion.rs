@@ -11,6 +11,7 @@ pub fn completion(answer: Answer, events: Vec<Event>) -> Value {
     let mut calls: Vec<(String, String, String)> = Vec::new();
     let mut usage = Usage::default();
     let mut finish = FinishReason::Stop;
+    let mut logprobs: Option<Vec<Value>> = None;
     for event in events {
         match event {
             Event::Text(fragment) => text.push_str(&fragment),
@@ -31,6 +32,10 @@ pub fn completion(answer: Answer, events: Vec<Event>) -> Value {
             }
             Event::Usage(later) => usage.merge(later),
             Event::Signature(_) => {}
+            Event::Logprobs(more) => {
+                let entries: Vec<Value> = serde_json::from_str(more.json()).unwrap_or_default();
+                logprobs.get_or_insert_with(Vec::new).extend(entries);
+            }
             Event::Finish(reason) => finish = reason,
         }
     }
@@ -54,7 +59,12 @@ pub fn completion(answer: Answer, events: Vec<Event>) -> Value {
         "object": "chat.completion",
         "created": answer.created,
         "model": answer.model,
-        "choices": [{ "index": 0, "message": message, "logprobs": null, "finish_reason": finish.as_str() }],
+        "choices": [{
+            "index": 0,
+            "message": message,
+            "logprobs": logprobs.map(|content| json!({ "content": content, "refusal": null })),
+            "finish_reason": finish.as_str(),
+        }],
         "usage": OpenAiUsage::from(usage),
     })
 }

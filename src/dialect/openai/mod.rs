@@ -18,8 +18,9 @@ pub use chunks::ChunkEncoder;
 pub use completion::completion;
 pub use request::{Options, parse};
 
-use super::{ApiError, Dialect, ErrorKind, Ingress};
+use super::{ApiError, Dialect, ErrorKind, Ingress, OPENAI_HEADERS};
 use crate::event::{Event, Usage};
+use crate::request::Native;
 
 /// The OpenAI Chat Completions dialect: what the OpenAI SDKs, most chat UIs
 /// and `curl` examples speak, and baton's first.
@@ -29,8 +30,15 @@ impl Dialect for OpenAiChat {
     type Options = Options;
     type Encoder = ChunkEncoder;
 
-    fn parse(body: bytes::Bytes, _: &http::HeaderMap) -> Result<Ingress<Options>, ApiError> {
-        parse(&body)
+    /// A request with Anthropic-style cache hints, which OpenAI would
+    /// refuse, is written out anew without them; any other goes to an
+    /// openai-kind target as sent.
+    fn parse(body: bytes::Bytes, headers: &http::HeaderMap) -> Result<Ingress<Options>, ApiError> {
+        let mut ingress = parse(&body)?;
+        if !ingress.request.has_cache_hints() {
+            ingress.request.native = Some(Native::new(body, headers, &OPENAI_HEADERS));
+        }
+        Ok(ingress)
     }
 
     fn encoder(model: &str, options: Options) -> ChunkEncoder {

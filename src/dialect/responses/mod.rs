@@ -16,8 +16,9 @@ use serde_json::{Map, Value};
 pub use request::parse;
 pub use stream::ResponseEncoder;
 
-use super::{ApiError, Dialect, Encoder, Ingress};
+use super::{ApiError, Dialect, Encoder, Ingress, OPENAI_HEADERS};
 use crate::event::Event;
+use crate::request::Native;
 
 /// The OpenAI Responses dialect.
 pub struct OpenAiResponses;
@@ -33,8 +34,10 @@ impl Dialect for OpenAiResponses {
     type Options = Options;
     type Encoder = ResponseEncoder;
 
-    fn parse(body: Bytes, _: &HeaderMap) -> Result<Ingress<Options>, ApiError> {
-        parse(body)
+    fn parse(body: Bytes, headers: &HeaderMap) -> Result<Ingress<Options>, ApiError> {
+        let mut ingress = parse(&body)?;
+        ingress.request.native = Some(Native::new(body, headers, &OPENAI_HEADERS));
+        Ok(ingress)
     }
 
     fn encoder(model: &str, options: Options) -> ResponseEncoder {

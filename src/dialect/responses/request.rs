@@ -5,15 +5,14 @@
 //! `conversation`) is refused by name. What has no translation stays in the
 //! request's `extra` under the Responses API's names, to be refused by name.
 
-use bytes::Bytes;
 use serde_json::{Map, Value};
 
 use super::Options;
 use crate::dialect::fields::Fields;
 use crate::dialect::{ApiError, Ingress};
 use crate::request::{
-    ChatRequest, ClientDialect, Image, JsonSchema, LimitField, Message, Native, Part, ReasoningShown, ResponseFormat,
-    Role, Tool, ToolCall, ToolChoice,
+    ChatRequest, ClientDialect, Image, JsonSchema, LimitField, Message, Part, ReasoningShown, ResponseFormat, Role,
+    Tool, ToolCall, ToolChoice,
 };
 
 /// Fields that need state baton does not keep.
@@ -39,9 +38,9 @@ const ECHOED: [&str; 11] = [
 const HONOURED_INCLUDES: [&str; 1] = ["reasoning.encrypted_content"];
 
 /// Parses and checks a `POST /v1/responses` body.
-pub fn parse(body: Bytes) -> Result<Ingress<Options>, ApiError> {
+pub fn parse(body: &[u8]) -> Result<Ingress<Options>, ApiError> {
     let value: Value =
-        serde_json::from_slice(&body).map_err(|err| ApiError::bad_request(format!("invalid request body: {err}")))?;
+        serde_json::from_slice(body).map_err(|err| ApiError::bad_request(format!("invalid request body: {err}")))?;
     let mut fields = Fields::new(value, "")?;
     if let Some(name) = STATEFUL.iter().find(|name| fields.map.get(**name).is_some_and(|v| !v.is_null())) {
         return Err(ApiError::bad_request(format!(
@@ -91,7 +90,6 @@ pub fn parse(body: Bytes) -> Result<Ingress<Options>, ApiError> {
         fields.map.remove("truncation");
     }
     request.extra = std::mem::take(&mut fields.map);
-    request.native = Some(Box::new(Native { body, headers: Vec::new() }));
     let options = Options { echo };
     Ok(Ingress { model, stream, request, options })
 }

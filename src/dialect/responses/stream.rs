@@ -15,33 +15,34 @@ use serde_json::{Value, json};
 use super::Options;
 use crate::dialect::sse::{put_json_str, write_named};
 use crate::dialect::{ApiError, Encoder};
-use crate::event::{Event, FinishReason, ToolCallDelta, Usage};
+use crate::event::{Event, FinishReason, Logprobs, ToolCallDelta, Usage};
 
 /// What a kind of delta event writes around its sequence number and text.
-struct DeltaKind {
+struct DeltaKind<'a> {
     head: &'static [u8],
-    tail: &'static [u8],
+    tail: &'a [u8],
 }
 
-const TEXT_DELTA: DeltaKind = DeltaKind {
+const TEXT_DELTA: DeltaKind<'static> = DeltaKind {
     head: b"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":",
     tail: b",\"logprobs\":[]}\n\n",
 };
 
-const SUMMARY_DELTA: DeltaKind = DeltaKind {
+const SUMMARY_DELTA: DeltaKind<'static> = DeltaKind {
     head: b"event: response.reasoning_summary_text.delta\ndata: {\"type\":\"response.reasoning_summary_text.delta\",\"sequence_number\":",
     tail: b"}\n\n",
 };
 
-const ARGUMENTS_DELTA: DeltaKind = DeltaKind {
+const ARGUMENTS_DELTA: DeltaKind<'static> = DeltaKind {
     head: b"event: response.function_call_arguments.delta\ndata: {\"type\":\"response.function_call_arguments.delta\",\"sequence_number\":",
     tail: b"}\n\n",
 };
 
 /// The output item being written.
 enum Open {
-    /// An assistant message of one `output_text` part.
-    Message { id: String, text: String },
+    /// An assistant message of one `output_text` part, and the log
+    /// probabilities of its tokens when the client asked for them.
+    Message { id: String, text: String, logprobs: Vec<Logprobs> },
     /// A reasoning summary.
     Reasoning { id: String, text: String },
     /// A function call, by its index among the answer's calls.
@@ -71,6 +72,8 @@ pub struct ResponseEncoder {
     finish: Option<FinishReason>,
     /// The `item_id` and `output_index` fields of the open item's deltas.
     delta_head: Vec<u8>,
+    /// Log probabilities for the next text delta's tokens.
+    logprobs: Option<Logprobs>,
 }
 
 impl ResponseEncoder {
@@ -89,6 +92,7 @@ impl ResponseEncoder {
             usage: Usage::default(),
             finish: None,
             delta_head: Vec::new(),
+            logprobs: None,
         }
     }
 
@@ -185,7 +189,7 @@ impl ResponseEncoder {
         }
         self.close(out);
         let open = match event {
-            Event::Text(_) => Open::Message { id: new_id("msg"), text: String::new() },
+            Event::Text(_) => Open::Message { id: new_id("msg"), text: String::new(), logprobs: Vec::new() },
             Event::Reasoning(_) => Open::Reasoning { id: new_id("rs"), text: String::new() },
             Event::ToolCall(call) => Open::Call {
                 id: new_id("fc"),
@@ -203,7 +207,7 @@ impl ResponseEncoder {
                 Some((
                     "response.content_part.added",
                     json!({ "item_id": id, "output_index": index,
-                    "content_index": 0, "part": text_part(String::new()) }),
+                    "content_index": 0, "part": text_part(String::new(), &[]) }),
                 )),
             ),
             Open::Reasoning { id, .. } => (
@@ -236,7 +240,7 @@ impl ResponseEncoder {
     /// A delta of the open item, without building a JSON tree: the delta
     /// kind's fixed start, the sequence number, the item's fields, the text
     /// and the kind's fixed end.
-    fn delta(&mut self, kind: &DeltaKind, text: &str, out: &mut BytesMut) {
+    fn delta(&mut self, kind: &DeltaKind<'_>, text: &str, out: &mut BytesMut) {
         out.reserve(kind.head.len() + 24 + self.delta_head.len() + text.len() + kind.tail.len());
         out.put_slice(kind.head);
         out.put_slice(itoa::Buffer::new().format(self.sequence).as_bytes());
@@ -254,12 +258,12 @@ impl ResponseEncoder {
         let Some(open) = self.open.take() else { return };
         let output_index = self.output_index();
         let item = match open {
-            Open::Message { id, text } => {
+            Open::Message { id, text, logprobs } => {
                 let mut item = json!({ "id": id, "type": "message", "status": "completed", "role": "assistant" });
-                item["content"] = Value::Array(vec![text_part(text)]);
+                item["content"] = Value::Array(vec![text_part(text, &logprobs)]);
                 let part = &item["content"][0];
                 let at = PartAt { item_id: &id, output_index, content_index: Some(0), summary_index: None };
-                let text = Done { at, text: Some(&part["text"]), logprobs: Some([]), ..Done::default() };
+                let text = Done { at, text: Some(&part["text"]), logprobs: Some(&part["logprobs"]), ..Done::default() };
                 self.event("response.output_text.done", &text, out);
                 self.event("response.content_part.done", &Done { at, part: Some(part), ..Done::default() }, out);
                 item
@@ -311,6 +315,12 @@ impl Encoder for ResponseEncoder {
             Event::Usage(usage) => return self.usage.merge(*usage),
             // Anthropic's signature has no place here: the Responses API carries its own.
             Event::Signature(_) => return,
+            Event::Logprobs(_) => {
+                if let Event::Logprobs(logprobs) = event {
+                    self.logprobs = Some(logprobs);
+                }
+                return;
+            }
             Event::Finish(reason) => {
                 self.start(out);
                 self.close(out);
@@ -322,10 +332,18 @@ impl Encoder for ResponseEncoder {
         self.open_for(&event, out);
         match event {
             Event::Text(text) => {
-                if let Some(Open::Message { text: all, .. }) = &mut self.open {
+                let logprobs = self.logprobs.take();
+                if let Some(Open::Message { text: all, logprobs: each, .. }) = &mut self.open {
                     all.push_str(&text);
+                    each.extend(logprobs.clone());
                 }
-                self.delta(&TEXT_DELTA, &text, out);
+                match logprobs {
+                    None => self.delta(&TEXT_DELTA, &text, out),
+                    Some(logprobs) => {
+                        let tail = [b",\"logprobs\":", logprobs.json().as_bytes(), b"}\n\n"].concat();
+                        self.delta(&DeltaKind { head: TEXT_DELTA.head, tail: &tail }, &text, out);
+                    }
+                }
             }
             Event::Reasoning(text) => {
                 if let Some(Open::Reasoning { text: all, .. }) = &mut self.open {
@@ -334,7 +352,7 @@ impl Encoder for ResponseEncoder {
                 self.delta(&SUMMARY_DELTA, &text, out);
             }
             Event::ToolCall(call) => self.tool_call(&call, out),
-            Event::Usage(_) | Event::Signature(_) | Event::Finish(_) => {}
+            Event::Usage(_) | Event::Signature(_) | Event::Logprobs(_) | Event::Finish(_) => {}
         }
     }
 
@@ -381,8 +399,10 @@ fn usage_json(usage: Usage) -> Value {
 }
 
 /// An `output_text` part; the text is moved in (`json!` would copy it).
-fn text_part(text: String) -> Value {
-    let mut part = json!({ "type": "output_text", "annotations": [], "logprobs": [] });
+fn text_part(text: String, logprobs: &[Logprobs]) -> Value {
+    let entries = logprobs.iter().flat_map(|list| serde_json::from_str::<Vec<Value>>(list.json()).unwrap_or_default());
+    let mut part = json!({ "type": "output_text", "annotations": [] });
+    part["logprobs"] = Value::Array(entries.collect());
     part["text"] = Value::String(text);
     part
 }
@@ -435,7 +455,7 @@ struct Done<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     arguments: Option<&'a Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    logprobs: Option<[u8; 0]>,
+    logprobs: Option<&'a Value>,
 }
 
 /// A fresh id with the API's prefix for its kind (`resp`, `msg`, `fc`, `rs`).

@@ -57,21 +57,12 @@ impl Adapter for Anthropic {
 /// (else baton's version), so beta fields, `cache_control`, thinking
 /// signatures and fields baton has never heard of all arrive.
 fn native_request(url: String, upstream: Upstream<'_>, native: &Native) -> Result<http::Request<Bytes>, ProviderError> {
-    let mut body: Map<String, Value> = serde_json::from_slice(&native.body)
-        .map_err(|err| ProviderError::Request(format!("cannot read the client's body again: {err}")))?;
-    body.insert("model".into(), json!(upstream.model));
-    body.insert("stream".into(), json!(true));
     let mut headers: Vec<(&'static str, &str)> = Vec::new();
-    let version = native.headers.iter().find(|(name, _)| name == "anthropic-version");
-    if version.is_none() {
+    if !native.headers.iter().any(|(name, _)| name == "anthropic-version") {
         headers.push(("anthropic-version", API_VERSION));
     }
     headers.extend(upstream.api_key.map(|key| ("x-api-key", key)));
-    let mut request = driver::post_json(url, &headers, &body)?;
-    for (name, value) in &native.headers {
-        request.headers_mut().append(name.clone(), value.clone());
-    }
-    Ok(request)
+    driver::post_native(url, &headers, native, &[("model", json!(upstream.model)), ("stream", json!(true))])
 }
 
 /// The thinking budget for each `reasoning_effort`: Anthropic's least is

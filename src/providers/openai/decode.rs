@@ -3,8 +3,9 @@
 //! arrives; `[DONE]` also ends reading.
 
 use serde::Deserialize;
+use serde_json::value::RawValue;
 
-use crate::event::{Event, FinishReason, ToolCallDelta, Usage};
+use crate::event::{Event, FinishReason, Logprobs, ToolCallDelta, Usage};
 use crate::providers::{Decoder, ProviderError, SseEvent};
 
 #[derive(Default)]
@@ -26,6 +27,13 @@ struct Choice {
     #[serde(default)]
     delta: Delta,
     finish_reason: Option<String>,
+    logprobs: Option<WireLogprobs>,
+}
+
+/// A choice's log probabilities, which a client that asked for them gets.
+#[derive(Deserialize)]
+struct WireLogprobs {
+    content: Option<Box<RawValue>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -86,6 +94,8 @@ impl Decoder for OpenAiDecoder {
             if let Some(reasoning) = choice.delta.reasoning_content.filter(|text| !text.is_empty()) {
                 events.push(Event::Reasoning(reasoning));
             }
+            let logprobs = choice.logprobs.and_then(|logprobs| logprobs.content).and_then(Logprobs::from_list);
+            events.extend(logprobs.map(Event::Logprobs));
             if let Some(text) = choice.delta.content.filter(|text| !text.is_empty()) {
                 events.push(Event::Text(text));
             }

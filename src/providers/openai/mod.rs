@@ -20,7 +20,10 @@ impl Adapter for OpenAi {
         let url = format!("{}/chat/completions", upstream.base_url.trim_end_matches('/'));
         let bearer = upstream.api_key.map(|key| format!("Bearer {key}"));
         let headers: Vec<_> = bearer.iter().map(|value| ("authorization", value.as_str())).collect();
-        driver::post_json(url, &headers, &body(upstream.model, req))
+        match req.native_in(ClientDialect::ChatCompletions) {
+            Some(native) => driver::post_native(url, &headers, native, &native_settings(upstream.model)),
+            None => driver::post_json(url, &headers, &body(upstream.model, req)),
+        }
     }
 
     fn decoder(&self) -> Box<dyn Decoder> {
@@ -42,6 +45,13 @@ impl Adapter for OpenAi {
             _ => untranslated(req),
         }
     }
+}
+
+/// What baton sets in a Chat Completions body it sends as the client wrote
+/// it: the target's model, streaming, and usage at the end of the stream,
+/// which baton counts whether or not the client asked to see it.
+fn native_settings(model: &str) -> [(&'static str, Value); 3] {
+    [("model", json!(model)), ("stream", json!(true)), ("stream_options", json!({ "include_usage": true }))]
 }
 
 /// The fields and parts of a request of another dialect that have no Chat
@@ -79,17 +89,17 @@ fn effort_for_budget(budget: u32) -> &'static str {
     }
 }
 
-/// Fields whose answer baton's events cannot carry: `logprobs` and
-/// `top_logprobs` (log probabilities per token), and `modalities` or
+/// Fields whose answer baton's events cannot carry: `modalities` or
 /// `audio` asking for spoken output. `null`, `false` and a text-only
-/// `modalities` ask for nothing.
+/// `modalities` ask for nothing. (Log probabilities travel as
+/// [`crate::event::Event::Logprobs`].)
 fn unrelayed(req: &ChatRequest) -> Vec<Field> {
     let asks = |name: &str| match req.extra.get(name) {
         None | Some(Value::Null | Value::Bool(false)) => false,
         Some(Value::Array(modes)) if name == "modalities" => modes.iter().any(|mode| mode != "text"),
         Some(_) => true,
     };
-    ["logprobs", "top_logprobs", "modalities", "audio"].into_iter().filter(|name| asks(name)).map(Field::top).collect()
+    ["modalities", "audio"].into_iter().filter(|name| asks(name)).map(Field::top).collect()
 }
 
 /// The body an OpenAI-kind server gets: the client's request as it came,

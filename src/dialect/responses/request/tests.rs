@@ -7,11 +7,11 @@ use super::*;
 use crate::request::{ReasoningShown, Setting};
 
 fn parsed(body: Value) -> Ingress<Options> {
-    parse(Bytes::from(body.to_string())).unwrap_or_else(|err| panic!("a valid body parses: {}", err.message()))
+    parse(body.to_string().as_bytes()).unwrap_or_else(|err| panic!("a valid body parses: {}", err.message()))
 }
 
 fn refused(body: Value) -> String {
-    parse(Bytes::from(body.to_string())).err().map(|err| err.message().to_owned()).unwrap_or_default()
+    parse(body.to_string().as_bytes()).err().map(|err| err.message().to_owned()).unwrap_or_default()
 }
 
 #[test]

@@ -137,3 +137,28 @@ fn a_cut_answer_is_incomplete_and_a_broken_one_failed() {
     let panicked = events(&ResponseEncoder::panicked());
     assert_eq!(panicked[0].0, "response.failed");
 }
+
+#[test]
+fn log_probabilities_ride_on_their_text_delta_and_in_the_done_part() {
+    let logprobs = |json: &str| {
+        let raw = serde_json::value::RawValue::from_string(json.to_owned()).unwrap_or_else(|err| panic!("{err}"));
+        Event::Logprobs(Logprobs::from_list(raw).unwrap_or_else(|| panic!("a list")))
+    };
+    let (got, _) = encode(vec![
+        logprobs(r#"[{"token":"Hel","logprob":-0.5,"top_logprobs":[]}]"#),
+        Event::Text("Hel".into()),
+        Event::Text("lo".into()),
+        Event::Finish(FinishReason::Stop),
+    ]);
+    let deltas: Vec<&Value> = got
+        .iter()
+        .filter(|(name, _)| name == "response.output_text.delta")
+        .map(|(_, data)| &data["logprobs"])
+        .collect();
+    let first = json!([{ "token": "Hel", "logprob": -0.5, "top_logprobs": [] }]);
+    assert_eq!(deltas, [&first, &json!([])], "each delta carries its own tokens' log probabilities");
+    let done = got.iter().find(|(name, _)| name == "response.output_text.done").map(|(_, data)| &data["logprobs"]);
+    assert_eq!(done, Some(&first));
+    let completed = &got.last().map(|(_, data)| data["response"]["output"][0]["content"][0]["logprobs"].clone());
+    assert_eq!(completed.as_ref(), Some(&first));
+}

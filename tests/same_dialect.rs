@@ -1,0 +1,144 @@
+//! The same-dialect path for the OpenAI APIs, over real loopback TCP: a
+//! Chat Completions client's body and OpenAI headers reach an openai-kind
+//! target as sent, and the log probabilities it asked for come back, in
+//! every chunk they belong to and in a whole answer.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
+
+mod support;
+
+use std::time::Duration;
+
+use baton::mock::MockProvider;
+use serde_json::{Value, json};
+use support::raw::{RawProvider, SSE_HEAD, Step};
+use support::{ChatConfig, Proxy, Spawned, mocks_toml, post_chat, post_with, within};
+
+const FIRST_TOKEN_MS: u64 = 500;
+const IDLE_MS: u64 = 500;
+const HARD_LIMIT: Duration = Duration::from_secs(20);
+
+/// A Chat Completions body with what baton does not translate: log
+/// probabilities, a seed, a field from the future, a message field.
+fn rich_chat_body() -> Value {
+    json!({
+        "model": "chat",
+        "stream": true,
+        "messages": [
+            { "role": "developer", "content": "be brief" },
+            { "role": "user", "content": [{ "type": "text", "text": "hi" }], "name": "ann" },
+        ],
+        "stop": "END",
+        "logprobs": true,
+        "top_logprobs": 2,
+        "seed": 7,
+        "service_tier": "flex",
+        "x_field_from_the_future": { "nested": [1, 2] },
+    })
+}
+
+#[tokio::test]
+async fn an_openai_target_gets_the_chat_body_and_openai_headers_as_sent() {
+    within(HARD_LIMIT, async {
+        let gpt = MockProvider::openai().spawned().await;
+        let proxy = Proxy::start(&mocks_toml(&[("gpt", &gpt)], FIRST_TOKEN_MS, IDLE_MS)).await;
+        let body = rich_chat_body();
+        let headers = [("openai-beta", "assistants=v2"), ("openai-project", "proj_1"), ("x-other", "kept here")];
+        let got = post_with(&proxy, "/v1/chat/completions", &body, &headers).await;
+        assert_eq!(got.status, 200, "{}", got.raw);
+        let sent = gpt.requests().pop().expect("the target was sent the request");
+        let mut expected = body.clone();
+        expected["model"] = json!("gpt-model");
+        expected["stream_options"] = json!({ "include_usage": true });
+        assert_eq!(sent.body, expected, "every field as the client sent it; model and usage set");
+        assert_eq!(sent.headers.get("openai-beta").map(String::as_str), Some("assistants=v2"));
+        assert_eq!(sent.headers.get("openai-project").map(String::as_str), Some("proj_1"));
+        assert_eq!(sent.headers.get("x-other"), None, "only the API's own headers go along");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_chat_body_with_cache_hints_is_written_anew_without_them() {
+    within(HARD_LIMIT, async {
+        let gpt = MockProvider::openai().spawned().await;
+        let proxy = Proxy::start(&mocks_toml(&[("gpt", &gpt)], FIRST_TOKEN_MS, IDLE_MS)).await;
+        let hinted = json!({ "type": "text", "text": "hi", "cache_control": { "type": "ephemeral" } });
+        let body = json!({ "model": "chat", "messages": [{ "role": "user", "content": [hinted] }], "seed": 7 });
+        let got = post_chat(&proxy, &body).await;
+        assert_eq!(got.status, 200, "{}", got.raw);
+        let sent = gpt.requests().pop().expect("the target was sent the request");
+        assert_eq!(sent.body["messages"][0]["content"], "hi", "the text, without its hint");
+        assert!(!sent.body.to_string().contains("cache_control"), "{}", sent.body);
+        assert_eq!(sent.body["seed"], 7, "what baton does not translate still goes along");
+    })
+    .await;
+}
+
+/// Log probabilities of one token, as OpenAI writes them.
+fn entry(token: &str, logprob: f64) -> Value {
+    json!({ "token": token, "logprob": logprob, "bytes": token.as_bytes(),
+        "top_logprobs": [{ "token": token, "logprob": logprob, "bytes": token.as_bytes() }] })
+}
+
+/// An OpenAI stream of two text chunks, each with its log probabilities.
+fn stream_with_logprobs() -> Vec<Step> {
+    let chunk = |delta: Value, logprobs: Value, finish: Value| {
+        let chunk = json!({ "id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "gpt-model",
+            "choices": [{ "index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish }] });
+        format!("data: {chunk}\n\n")
+    };
+    let body = [
+        chunk(json!({ "role": "assistant", "content": "" }), json!({ "content": [], "refusal": null }), Value::Null),
+        chunk(json!({ "content": "Hel" }), json!({ "content": [entry("Hel", -0.5)], "refusal": null }), Value::Null),
+        chunk(json!({ "content": "lo" }), json!({ "content": [entry("lo", -0.25)], "refusal": null }), Value::Null),
+        chunk(json!({}), Value::Null, json!("stop")),
+        "data: [DONE]\n\n".to_owned(),
+    ]
+    .concat();
+    vec![Step::Write(SSE_HEAD.to_vec()), Step::Write(body.into_bytes()), Step::Close]
+}
+
+#[tokio::test]
+async fn log_probabilities_come_back_on_the_chunks_they_belong_to() {
+    within(HARD_LIMIT, async {
+        let openai = RawProvider::start(|_| stream_with_logprobs()).await;
+        let proxy = Proxy::start(&ChatConfig::new().raw("p", &openai).toml()).await;
+        let got = post_chat(&proxy, &rich_chat_body()).await;
+        assert_eq!(got.status, 200, "{}", got.raw);
+        let texts: Vec<(Value, Value)> = got
+            .chunks()
+            .iter()
+            .filter_map(|chunk| {
+                let choice = &chunk["choices"][0];
+                choice["delta"]["content"]
+                    .is_string()
+                    .then(|| (choice["delta"]["content"].clone(), choice["logprobs"].clone()))
+            })
+            .collect();
+        assert_eq!(
+            texts,
+            [
+                (json!("Hel"), json!({ "content": [entry("Hel", -0.5)], "refusal": null })),
+                (json!("lo"), json!({ "content": [entry("lo", -0.25)], "refusal": null })),
+            ]
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_whole_answer_carries_every_tokens_log_probabilities() {
+    within(HARD_LIMIT, async {
+        let openai = RawProvider::start(|_| stream_with_logprobs()).await;
+        let proxy = Proxy::start(&ChatConfig::new().raw("p", &openai).toml()).await;
+        let mut body = rich_chat_body();
+        body["stream"] = json!(false);
+        let got = post_chat(&proxy, &body).await;
+        assert_eq!(got.status, 200, "{}", got.raw);
+        let choice = &got.json()["choices"][0];
+        assert_eq!(choice["message"]["content"], "Hello");
+        assert_eq!(choice["logprobs"], json!({ "content": [entry("Hel", -0.5), entry("lo", -0.25)], "refusal": null }));
+    })
+    .await;
+}
