@@ -149,7 +149,8 @@ struct MockArgs {
 }
 
 fn parse_kind(name: &str) -> Result<ProviderKind, String> {
-    ProviderKind::from_name(name).ok_or_else(|| format!("unknown kind {name:?}; expected openai, anthropic or gemini"))
+    ProviderKind::from_name(name)
+        .ok_or_else(|| format!("unknown kind {name:?}; expected openai, openai-responses, anthropic or gemini"))
 }
 
 fn parse_fault(name: &str) -> Result<Fault, String> {

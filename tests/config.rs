@@ -141,6 +141,18 @@ fn other_mistakes_are_named() {
             "at least 1 ms",
         ),
         (GOOD.replace("127.0.0.1:9090", "localhost"), 2, "listen", "not an address"),
+        (
+            GOOD.replace("kind = \"openai\"", "kind = \"openai\"\napi = \"assistants\""),
+            13,
+            "providers[1].api",
+            "unknown api",
+        ),
+        (
+            GOOD.replace("kind = \"gemini\"", "kind = \"gemini\"\napi = \"responses\""),
+            7,
+            "providers[0].api",
+            "speaks one API",
+        ),
         (GOOD.replace("${OPENAI_API_KEY}", "sk-line\\nbreak"), 14, "providers[1].api_key", "HTTP header"),
         (GOOD.replace("idle_timeout_ms = 10000", "idle_timeout_ms = \"ten\""), 19, "idle_timeout_ms", "invalid type"),
         (

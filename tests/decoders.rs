@@ -248,6 +248,57 @@ async fn gemini_error_event() {
 }
 
 #[tokio::test]
+async fn responses_text_with_usage() {
+    let (events, error) = replay(ProviderKind::OpenAiResponses, "text").await;
+    assert_eq!(error, None);
+    assert_no_empty_text(&events);
+    assert_eq!(text_of(&events), "Hello! How can I help you today? 👋");
+    assert_eq!(finish(&events), vec![FinishReason::Stop]);
+    let usage = Usage {
+        input_tokens: Some(19),
+        output_tokens: Some(10),
+        cached_input_tokens: Some(0),
+        reasoning_tokens: Some(0),
+    };
+    assert_eq!(last_usage(&events), usage);
+    cut_before(ProviderKind::OpenAiResponses, "text", "\"type\":\"response.completed\"").await;
+}
+
+#[tokio::test]
+async fn responses_tool_call() {
+    let (events, error) = replay(ProviderKind::OpenAiResponses, "tool_call").await;
+    assert_eq!(error, None);
+    let calls = tool_calls(&events);
+    assert_eq!(calls[0].id.as_deref(), Some("call_DdmO9pD3xa9XTPNJ32zg2hcA"), "the call id, not the item id");
+    assert_eq!(calls[0].name.as_deref(), Some("get_weather"));
+    let arguments: String = calls.iter().map(|c| c.arguments.as_str()).collect();
+    assert_eq!(arguments, r#"{"location":"Paris, France"}"#);
+    assert!(calls.iter().all(|c| c.index == 0));
+    assert_eq!(finish(&events), vec![FinishReason::ToolCalls]);
+    cut_before(ProviderKind::OpenAiResponses, "tool_call", "\"type\":\"response.completed\"").await;
+}
+
+#[tokio::test]
+async fn responses_reasoning_summary_is_reasoning_with_its_encrypted_form() {
+    let (events, error) = replay(ProviderKind::OpenAiResponses, "reasoning_cached").await;
+    assert_eq!(error, None);
+    assert_eq!(reasoning_of(&events), "**Adding numbers**\n\nThe user asks for 2+2; that is 4.");
+    assert_eq!(text_of(&events), "2 + 2 = 4.");
+    let signatures: Vec<&Event> = events.iter().filter(|event| matches!(event, Event::Signature(_))).collect();
+    assert_eq!(signatures, [&Event::Signature("gAAAAABor0KzQ2VuY3J5cHRlZC1yZWFzb25pbmctZml4dHVyZQ==".into())]);
+    let usage = last_usage(&events);
+    assert_eq!((usage.input_tokens, usage.cached_input_tokens), (Some(2048), Some(1920)));
+    assert_eq!((usage.output_tokens, usage.reasoning_tokens), (Some(150), Some(128)));
+}
+
+#[tokio::test]
+async fn responses_failed_is_an_error_event() {
+    let (events, error) = replay(ProviderKind::OpenAiResponses, "error_event").await;
+    assert_eq!(error, Some("error_event"));
+    assert!(events.is_empty());
+}
+
+#[tokio::test]
 async fn garbage_is_malformed_for_every_provider() {
     for kind in ProviderKind::ALL {
         let (events, error) = decode(kind, vec![b"data: {\"oops\": \n\n".to_vec()]).await;

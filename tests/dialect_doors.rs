@@ -176,6 +176,7 @@ macro_rules! matrix {
                 use super::*;
                 matrix!(@kinds $door;
                     openai_primary => ProviderKind::OpenAi,
+                    openai_responses_primary => ProviderKind::OpenAiResponses,
                     anthropic_primary => ProviderKind::Anthropic,
                     gemini_primary => ProviderKind::Gemini,
                 );

@@ -45,7 +45,7 @@ impl Ask {
 /// The id the secondary's tool call reaches the client with.
 fn call_id(kind: ProviderKind) -> &'static str {
     match kind {
-        ProviderKind::OpenAi => "call_mock",
+        ProviderKind::OpenAi | ProviderKind::OpenAiResponses => "call_mock",
         ProviderKind::Anthropic => "toolu_mock",
         ProviderKind::Gemini => "call_0",
     }
@@ -254,6 +254,7 @@ macro_rules! matrix {
 
 matrix! {
     openai_primary => ProviderKind::OpenAi,
+    openai_responses_primary => ProviderKind::OpenAiResponses,
     anthropic_primary => ProviderKind::Anthropic,
     gemini_primary => ProviderKind::Gemini,
 }

@@ -151,11 +151,15 @@ fn a_tool_result_is_answered_with_its_content() {
             let received = provider.requests().pop().unwrap().body;
             let result = match kind {
                 ProviderKind::OpenAi => received["messages"][2].clone(),
+                ProviderKind::OpenAiResponses => received["input"][2].clone(),
                 ProviderKind::Anthropic => received["messages"][2]["content"][0].clone(),
                 ProviderKind::Gemini => received["contents"][2]["parts"][0].clone(),
             };
             let expected = match kind {
                 ProviderKind::OpenAi => json!({ "role": "tool", "tool_call_id": "call_1", "content": "18C and sunny" }),
+                ProviderKind::OpenAiResponses => {
+                    json!({ "type": "function_call_output", "call_id": "call_1", "output": "18C and sunny" })
+                }
                 ProviderKind::Anthropic => json!({ "type": "tool_result", "tool_use_id": "call_1",
                     "content": [{ "type": "text", "text": "18C and sunny" }] }),
                 ProviderKind::Gemini => {
@@ -195,6 +199,7 @@ fn json_answers_are_valid_for_the_schema_and_streamed_in_fragments() {
             let received = provider.requests().pop().unwrap().body;
             let asked = match kind {
                 ProviderKind::OpenAi => received["response_format"]["json_schema"]["schema"].clone(),
+                ProviderKind::OpenAiResponses => received["text"]["format"]["schema"].clone(),
                 ProviderKind::Anthropic => received["output_config"]["format"]["schema"].clone(),
                 ProviderKind::Gemini => received["generationConfig"]["responseJsonSchema"].clone(),
             };
@@ -212,6 +217,7 @@ fn json_answers_are_valid_for_the_schema_and_streamed_in_fragments() {
 async fn direct_text(provider: &MockHandle, body: &Value) -> (String, Vec<Value>) {
     let url = match provider.provider_kind() {
         ProviderKind::OpenAi => format!("{}/chat/completions", provider.base_url()),
+        ProviderKind::OpenAiResponses => format!("{}/responses", provider.base_url()),
         ProviderKind::Anthropic => format!("{}/v1/messages", provider.base_url()),
         ProviderKind::Gemini => format!("{}/v1beta/models/m:streamGenerateContent?alt=sse", provider.base_url()),
     };
@@ -262,12 +268,14 @@ fn images_are_accepted_and_counted_in_each_format() {
             let received = provider.requests().pop().unwrap().body;
             let sent = match kind {
                 ProviderKind::OpenAi => received["messages"][0]["content"][1].clone(),
+                ProviderKind::OpenAiResponses => received["input"][0]["content"][1].clone(),
                 ProviderKind::Anthropic => received["messages"][0]["content"][1].clone(),
                 ProviderKind::Gemini => received["contents"][0]["parts"][1].clone(),
             };
             let data = PNG.split_once(',').unwrap().1;
             let expected = match kind {
                 ProviderKind::OpenAi => image.clone(),
+                ProviderKind::OpenAiResponses => json!({ "type": "input_image", "image_url": PNG }),
                 ProviderKind::Anthropic => {
                     json!({ "type": "image", "source": { "type": "base64", "media_type": "image/png", "data": data } })
                 }

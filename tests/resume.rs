@@ -87,10 +87,11 @@ fn malformed_and_error_events_after_commit_are_resumed_too() {
 }
 
 fn last_message(body: &Value) -> (String, String) {
-    let messages = body.get("messages").or_else(|| body.get("contents")).and_then(Value::as_array).expect("messages");
+    let list = ["messages", "contents", "input"].iter().find_map(|list| body.get(*list));
+    let messages = list.and_then(Value::as_array).expect("messages");
     let last = messages.last().expect("a message");
     let role = last["role"].as_str().unwrap_or_default().to_owned();
-    let text = last.get("content").or_else(|| last.pointer("/parts/0/text")).and_then(Value::as_str);
+    let text = ["/content", "/parts/0/text", "/content/0/text"].iter().find_map(|at| last.pointer(at)?.as_str());
     let text = text.unwrap_or_default().to_owned();
     (role, text)
 }

@@ -142,3 +142,71 @@ async fn a_whole_answer_carries_every_tokens_log_probabilities() {
     })
     .await;
 }
+
+/// A Responses body with what only OpenAI's own API takes: a built-in
+/// tool, an `include`, a field from the future.
+fn rich_responses_body() -> Value {
+    json!({
+        "model": "chat",
+        "stream": true,
+        "input": [{ "role": "user", "content": [{ "type": "input_text", "text": "hi" }] }],
+        "tools": [{ "type": "web_search" }],
+        "include": ["reasoning.encrypted_content", "web_search_call.action.sources"],
+        "reasoning": { "effort": "low", "summary": "auto" },
+        "store": true,
+        "x_field_from_the_future": true,
+    })
+}
+
+#[tokio::test]
+async fn a_responses_target_gets_the_responses_body_as_sent_without_storing_it() {
+    within(HARD_LIMIT, async {
+        let gpt = MockProvider::openai_responses().spawned().await;
+        let proxy = Proxy::start(&mocks_toml(&[("gpt", &gpt)], FIRST_TOKEN_MS, IDLE_MS)).await;
+        let body = rich_responses_body();
+        let got = post_with(&proxy, "/v1/responses", &body, &[("openai-beta", "responses=v1")]).await;
+        assert_eq!(got.status, 200, "{}", got.raw);
+        let sent = gpt.requests().pop().expect("the target was sent the request");
+        assert_eq!(sent.path, "/v1/responses");
+        let mut expected = body.clone();
+        expected["model"] = json!("gpt-model");
+        expected["store"] = json!(false);
+        assert_eq!(sent.body, expected, "every field as sent; baton keeps no state, so nothing is stored");
+        assert_eq!(sent.headers.get("openai-beta").map(String::as_str), Some("responses=v1"));
+        let text: String = got
+            .named_events()
+            .iter()
+            .filter(|(name, _)| name == "response.output_text.delta")
+            .filter_map(|(_, data)| data["delta"].as_str().map(str::to_owned))
+            .collect();
+        assert_eq!(text, gpt.provider().expected_text());
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn encrypted_reasoning_reaches_a_responses_client_and_no_other() {
+    within(HARD_LIMIT, async {
+        let gpt = MockProvider::openai_responses().reasoning(2).spawned().await;
+        let proxy = Proxy::start(&mocks_toml(&[("gpt", &gpt)], FIRST_TOKEN_MS, IDLE_MS)).await;
+        let mut body = rich_responses_body();
+        body["stream"] = json!(false);
+        let got = post_with(&proxy, "/v1/responses", &body, &[]).await;
+        assert_eq!(got.status, 200, "{}", got.raw);
+        let output = got.json()["output"].clone();
+        assert_eq!(output[0]["type"], "reasoning", "{output}");
+        assert_eq!(output[0]["encrypted_content"], "ZW5jcnlwdGVkLW1vY2s=", "to send back on the next turn");
+
+        let claude_code = json!({ "model": "chat", "max_tokens": 100, "stream": false,
+            "thinking": { "type": "enabled", "budget_tokens": 1024 },
+            "messages": [{ "role": "user", "content": "hi" }] });
+        let got = post_with(&proxy, "/v1/messages", &claude_code, &[("anthropic-version", "2023-06-01")]).await;
+        assert_eq!(got.status, 200, "{}", got.raw);
+        assert!(
+            !got.raw.contains("ZW5jcnlwdGVkLW1vY2s="),
+            "OpenAI's encrypted reasoning is no Anthropic signature: {}",
+            got.raw
+        );
+    })
+    .await;
+}

@@ -79,6 +79,7 @@ pub(super) struct RawBudget {
 pub(super) struct RawProvider {
     pub name: Spanned<String>,
     pub kind: Spanned<String>,
+    pub api: Option<Spanned<String>>,
     pub base_url: Spanned<String>,
     pub api_key: Option<Spanned<String>>,
     pub breaker: Option<Spanned<RawBreaker>>,

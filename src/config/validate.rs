@@ -206,13 +206,30 @@ impl Checker<'_> {
         if name.is_empty() {
             return Err(self.error(&raw.name, key("name"), "must not be empty"));
         }
-        let kind = ProviderKind::from_name(raw.kind.get_ref()).ok_or_else(|| {
-            self.error(
-                &raw.kind,
-                key("kind"),
-                format!("unknown kind {:?}; expected openai, anthropic or gemini", raw.kind.get_ref()),
-            )
-        })?;
+        let kind = match raw.kind.get_ref().as_str() {
+            "openai" => ProviderKind::OpenAi,
+            "anthropic" => ProviderKind::Anthropic,
+            "gemini" => ProviderKind::Gemini,
+            other => {
+                let message = format!("unknown kind {other:?}; expected openai, anthropic or gemini");
+                return Err(self.error(&raw.kind, key("kind"), message));
+            }
+        };
+        let kind = match (&raw.api, kind) {
+            (None, kind) => kind,
+            (Some(api), ProviderKind::OpenAi) => match api.get_ref().as_str() {
+                "chat_completions" => ProviderKind::OpenAi,
+                "responses" => ProviderKind::OpenAiResponses,
+                other => {
+                    let message = format!("unknown api {other:?}; expected chat_completions or responses");
+                    return Err(self.error(api, key("api"), message));
+                }
+            },
+            (Some(api), kind) => {
+                let message = format!("a {kind} provider speaks one API; `api` is for an openai-kind provider");
+                return Err(self.error(api, key("api"), message));
+            }
+        };
         let base_url = self.expand(&raw.base_url, &key("base_url"))?;
         match base_url.parse::<http::Uri>() {
             Ok(url) if matches!(url.scheme_str(), Some("http" | "https")) && url.host().is_some() => {}

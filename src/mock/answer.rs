@@ -83,7 +83,11 @@ impl Answer {
 
 /// A call id unique within a conversation: the turn it is made in.
 fn call_id(kind: ProviderKind, request: &RecordedRequest) -> String {
-    let list = if kind == ProviderKind::Gemini { "contents" } else { "messages" };
+    let list = match kind {
+        ProviderKind::Gemini => "contents",
+        ProviderKind::OpenAiResponses => "input",
+        ProviderKind::OpenAi | ProviderKind::Anthropic => "messages",
+    };
     let turn = request.body.get(list).and_then(Value::as_array).map_or(0, Vec::len);
     let prefix = if kind == ProviderKind::Anthropic { "toolu_mock" } else { "call_mock" };
     format!("{prefix}_{turn}")

@@ -42,6 +42,9 @@ impl Ask {
         let body = &request.body;
         let (tools, tool_results, json, images) = match kind {
             ProviderKind::OpenAi => (openai_tool(body), openai_results(body), openai_json(body), openai_images(body)),
+            ProviderKind::OpenAiResponses => {
+                (responses_tool(body), responses_results(body), responses_json(body), responses_images(body))
+            }
             ProviderKind::Anthropic => {
                 (anthropic_tool(body), anthropic_results(body), anthropic_json(body), anthropic_images(body))
             }
@@ -115,6 +118,36 @@ fn openai_json(body: &Value) -> Option<Json> {
 
 fn openai_images(body: &Value) -> usize {
     count_parts(array_at(body, "/messages"), "/content", |part| str_at(part, "/type") == Some("image_url"))
+}
+
+fn responses_tool(body: &Value) -> Option<Offered> {
+    if body.get("tool_choice").and_then(Value::as_str) == Some("none") {
+        return None;
+    }
+    let named = str_at(body, "/tool_choice/name");
+    let functions = array_at(body, "/tools").iter().filter(|tool| str_at(tool, "/type") == Some("function"));
+    pick(functions, named, "/name", &["/parameters"])
+}
+
+/// The outputs of the calls the input ends with.
+fn responses_results(body: &Value) -> Vec<String> {
+    let input = array_at(body, "/input");
+    let trailing = input.iter().rev().take_while(|item| str_at(item, "/type") == Some("function_call_output"));
+    let mut results: Vec<String> = trailing.map(|item| text_of(item.get("output").unwrap_or(&Value::Null))).collect();
+    results.reverse();
+    results
+}
+
+fn responses_json(body: &Value) -> Option<Json> {
+    match str_at(body, "/text/format/type")? {
+        "json_object" => Some(Json::Object),
+        "json_schema" => Some(Json::Schema(body.pointer("/text/format/schema")?.clone())),
+        _ => None,
+    }
+}
+
+fn responses_images(body: &Value) -> usize {
+    count_parts(array_at(body, "/input"), "/content", |part| str_at(part, "/type") == Some("input_image"))
 }
 
 fn anthropic_tool(body: &Value) -> Option<Offered> {

@@ -11,7 +11,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::net::tcp::WriteHalf;
 
-use super::wire;
+use super::{responses_wire, wire};
 use crate::providers::ProviderKind;
 
 /// The length of the padding line of [`huge_line`].
@@ -49,6 +49,7 @@ pub(super) fn huge_line(kind: ProviderKind) -> String {
     let padding = "x".repeat(HUGE_LINE_BYTES);
     match kind {
         ProviderKind::OpenAi => format!("data: {}\n\n", json!({"choices": [], "padding": padding})),
+        ProviderKind::OpenAiResponses => responses_wire::huge_line(&padding),
         ProviderKind::Anthropic => format!("event: ping\ndata: {}\n\n", json!({"type": "ping", "padding": padding})),
         ProviderKind::Gemini => format!(
             "data: {}\n\n",
@@ -64,6 +65,7 @@ pub(super) fn wrong_types(kind: ProviderKind) -> String {
         ProviderKind::OpenAi => {
             format!("data: {}\n\n", json!({"choices": [{"index": "0", "delta": {"content": 42}, "finish_reason": 7}]}))
         }
+        ProviderKind::OpenAiResponses => responses_wire::wrong_types(),
         ProviderKind::Anthropic => format!(
             "event: content_block_delta\ndata: {}\n\n",
             json!({"type": "content_block_delta", "index": "0", "delta": {"type": "text_delta", "text": ["w"]}})
@@ -87,6 +89,7 @@ pub(super) fn overflowing_finish(kind: ProviderKind, model: &str) -> Vec<String>
                 "choices": [], "usage": {"prompt_tokens": max, "completion_tokens": max, "total_tokens": max}})),
             "data: [DONE]\n\n".to_owned(),
         ],
+        ProviderKind::OpenAiResponses => responses_wire::overflowing_finish(model),
         ProviderKind::Anthropic => vec![
             format!("event: content_block_stop\ndata: {}\n\n", json!({"type": "content_block_stop", "index": 0})),
             format!(

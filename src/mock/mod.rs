@@ -7,6 +7,7 @@ mod ask;
 mod fault;
 mod misbehave;
 mod reading;
+mod responses_wire;
 mod schema;
 mod server;
 pub mod wire;
@@ -115,6 +116,11 @@ impl MockProvider {
     /// A simulated OpenAI.
     pub fn openai() -> Self {
         Self::new(ProviderKind::OpenAi)
+    }
+
+    /// A simulated OpenAI speaking its Responses API.
+    pub fn openai_responses() -> Self {
+        Self::new(ProviderKind::OpenAiResponses)
     }
 
     /// A simulated Anthropic.
@@ -352,7 +358,7 @@ impl MockHandle {
     /// The base URL to configure, following the kind's SDK convention.
     pub fn base_url(&self) -> String {
         match self.shared.provider.kind {
-            ProviderKind::OpenAi => format!("http://{}/v1", self.addr),
+            ProviderKind::OpenAi | ProviderKind::OpenAiResponses => format!("http://{}/v1", self.addr),
             ProviderKind::Anthropic | ProviderKind::Gemini => format!("http://{}", self.addr),
         }
     }

@@ -381,6 +381,7 @@ async fn wait_peer_closed(reader: &mut ReadHalf<'_>) -> Next {
 fn ends_with_assistant(kind: ProviderKind, request: &RecordedRequest) -> bool {
     let (list, model_role) = match kind {
         ProviderKind::Gemini => ("contents", "model"),
+        ProviderKind::OpenAiResponses => ("input", "assistant"),
         ProviderKind::OpenAi | ProviderKind::Anthropic => ("messages", "assistant"),
     };
     let last = request.body.get(list).and_then(|messages| messages.as_array()).and_then(|messages| messages.last());
@@ -392,7 +393,7 @@ fn model_of(kind: ProviderKind, request: &RecordedRequest) -> String {
         ProviderKind::Gemini => {
             request.path.trim_start_matches("/v1beta/models/").split(':').next().unwrap_or_default().to_owned()
         }
-        ProviderKind::OpenAi | ProviderKind::Anthropic => {
+        ProviderKind::OpenAi | ProviderKind::OpenAiResponses | ProviderKind::Anthropic => {
             request.body.get("model").and_then(|m| m.as_str()).unwrap_or_default().to_owned()
         }
     }

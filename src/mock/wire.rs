@@ -3,6 +3,7 @@
 
 use serde_json::json;
 
+use super::responses_wire as responses;
 use crate::providers::ProviderKind;
 
 /// The words of token `i` of an answer written in `marker` words: `alpha0`,
@@ -36,6 +37,7 @@ pub fn preamble(kind: ProviderKind, model: &str) -> Vec<String> {
 pub fn opening(kind: ProviderKind, model: &str, thinking: bool, cached: usize) -> Vec<String> {
     match kind {
         ProviderKind::OpenAi => vec![data(&openai_chunk(model, json!({"role": "assistant", "content": ""}), None))],
+        ProviderKind::OpenAiResponses => responses::opening(model, thinking),
         ProviderKind::Anthropic => {
             let mut usage = json!({"input_tokens": PROMPT_TOKENS.saturating_sub(cached), "output_tokens": 1});
             if cached > 0 {
@@ -72,6 +74,7 @@ pub fn opening(kind: ProviderKind, model: &str, thinking: bool, cached: usize) -
 pub fn reasoning(kind: ProviderKind, model: &str, text: &str) -> String {
     match kind {
         ProviderKind::OpenAi => data(&openai_chunk(model, json!({"reasoning_content": text}), None)),
+        ProviderKind::OpenAiResponses => responses::reasoning(text),
         ProviderKind::Anthropic => named(
             "content_block_delta",
             &json!({"type": "content_block_delta", "index": 0,
@@ -99,6 +102,7 @@ pub fn end_of_reasoning(kind: ProviderKind) -> Vec<String> {
                 "content_block": {"type": "text", "text": ""}}),
             ),
         ],
+        ProviderKind::OpenAiResponses => responses::end_of_reasoning(),
         ProviderKind::OpenAi | ProviderKind::Gemini => Vec::new(),
     }
 }
@@ -112,6 +116,7 @@ pub fn text(kind: ProviderKind, model: &str, text: &str) -> String {
 pub fn text_in(kind: ProviderKind, model: &str, block: usize, text: &str) -> String {
     match kind {
         ProviderKind::OpenAi => data(&openai_chunk(model, json!({"content": text}), None)),
+        ProviderKind::OpenAiResponses => responses::text_in(block, text),
         ProviderKind::Anthropic => named(
             "content_block_delta",
             &json!({"type": "content_block_delta", "index": block,
@@ -133,6 +138,7 @@ pub fn tool_call(kind: ProviderKind, model: &str) -> Vec<String> {
                 "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]}),
             None,
         ))],
+        ProviderKind::OpenAiResponses => responses::tool_call(),
         ProviderKind::Anthropic => vec![
             named(
                 "content_block_start",
@@ -157,7 +163,7 @@ pub fn finish(kind: ProviderKind, model: &str, tokens: usize) -> Vec<String> {
 }
 
 /// The prompt tokens every simulated answer reports.
-const PROMPT_TOKENS: usize = 10;
+pub(super) const PROMPT_TOKENS: usize = 10;
 
 /// What a complete answer's usage reports: its text tokens, the reasoning
 /// tokens before them, and the prompt tokens read from a cache.
@@ -214,6 +220,7 @@ pub fn ending(kind: ProviderKind, model: &str, end: &Ending<'_>) -> Vec<String> 
             events.push("data: [DONE]\n\n".to_owned());
             events
         }
+        ProviderKind::OpenAiResponses => responses::ending(model, end),
         ProviderKind::Anthropic => {
             let mut events =
                 vec![named("content_block_stop", &json!({"type": "content_block_stop", "index": end.text_block}))];
@@ -289,6 +296,7 @@ pub fn error_event(kind: ProviderKind) -> String {
             data(&json!({"error": {"message": "The server had an error while processing your request",
             "type": "server_error", "code": null}}))
         }
+        ProviderKind::OpenAiResponses => responses::error_event(),
         ProviderKind::Anthropic => named(
             "error",
             &json!({"type": "error",
@@ -308,6 +316,7 @@ pub fn malformed(kind: ProviderKind) -> String {
             "event: content_block_delta\ndata: {\"type\": \"content_block_delta\", \"index\": 0, \"delta\": {\"te\n\n"
                 .to_owned()
         }
+        ProviderKind::OpenAiResponses => responses::malformed(),
         ProviderKind::OpenAi | ProviderKind::Gemini => {
             "data: {\"choices\": [{\"delta\": {\"content\": tru\n\n".to_owned()
         }
@@ -317,7 +326,7 @@ pub fn malformed(kind: ProviderKind) -> String {
 /// The JSON body of an HTTP error, in the provider's error shape.
 pub fn error_body(kind: ProviderKind, status: u16, message: &str) -> String {
     let body = match kind {
-        ProviderKind::OpenAi => {
+        ProviderKind::OpenAi | ProviderKind::OpenAiResponses => {
             json!({"error": {"message": message, "type": "server_error", "param": null, "code": null}})
         }
         ProviderKind::Anthropic => json!({"type": "error", "error": {"type": "api_error", "message": message}}),
@@ -329,6 +338,9 @@ pub fn error_body(kind: ProviderKind, status: u16, message: &str) -> String {
 /// How the provider words a prompt that does not fit the model's context window.
 pub fn context_length_message(kind: ProviderKind) -> &'static str {
     match kind {
+        ProviderKind::OpenAiResponses => {
+            "Your input exceeds the context window of this model. Please adjust your input and try again."
+        }
         ProviderKind::OpenAi => {
             "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens."
         }
@@ -349,6 +361,7 @@ fn openai_chunk(model: &str, delta: serde_json::Value, finish: Option<&str>) -> 
 pub fn is_chat_path(kind: ProviderKind, path: &str) -> bool {
     match kind {
         ProviderKind::OpenAi => path.ends_with("/chat/completions"),
+        ProviderKind::OpenAiResponses => path.ends_with("/responses"),
         ProviderKind::Anthropic => path.split('?').next() == Some("/v1/messages"),
         ProviderKind::Gemini => {
             path.starts_with("/v1beta/models/") && path.contains(":streamGenerateContent") && path.contains("alt=sse")
@@ -359,7 +372,7 @@ pub fn is_chat_path(kind: ProviderKind, path: &str) -> bool {
 /// The header that carries the key, and its expected value for `key`.
 pub fn auth_header(kind: ProviderKind, key: &str) -> (&'static str, String) {
     match kind {
-        ProviderKind::OpenAi => ("authorization", format!("Bearer {key}")),
+        ProviderKind::OpenAi | ProviderKind::OpenAiResponses => ("authorization", format!("Bearer {key}")),
         ProviderKind::Anthropic => ("x-api-key", key.to_owned()),
         ProviderKind::Gemini => ("x-goog-api-key", key.to_owned()),
     }

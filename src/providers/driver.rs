@@ -13,7 +13,7 @@ use super::client::{Client, ClientError, ResponseBody};
 use super::{Adapter, Decoder, EventStream, Opener, Opening, ProviderError, ProviderKind, Upstream, sse};
 use serde_json::value::RawValue;
 
-use crate::event::ChatRequest;
+use crate::event::{ChatRequest, Event};
 use crate::request::Native;
 
 /// How much of an error body is read to explain a failure.
@@ -122,7 +122,9 @@ pub async fn open(
         return Err(ProviderError::ContentType(content_type.to_owned()));
     }
     let bytes = response.into_body().map_err(|err| err.to_string());
-    Ok(decode_capped(bytes, adapter.decoder(), upstream.max_event_bytes))
+    // A reasoning signature means something only to the API that wrote it.
+    let signatures = kind.dialect() == Some(req.dialect);
+    Ok(decoding(bytes, adapter.decoder(), upstream.max_event_bytes, signatures))
 }
 
 /// Runs a byte stream through the SSE parser and `decoder`, with the default
@@ -144,23 +146,35 @@ where
     B: Into<Bytes> + Send + 'static,
     E: Display + Send + 'static,
 {
+    decoding(bytes, decoder, max_event_bytes, true)
+}
+
+/// [`decode_capped`], with the provider's reasoning signatures kept only
+/// when `signatures` says the client can send them back to it.
+fn decoding<S, B, E>(bytes: S, decoder: Box<dyn Decoder>, max_event_bytes: usize, signatures: bool) -> EventStream
+where
+    S: Stream<Item = Result<B, E>> + Send + 'static,
+    B: Into<Bytes> + Send + 'static,
+    E: Display + Send + 'static,
+{
     let sse = Box::pin(sse::events(bytes, max_event_bytes));
-    let state = Decoding { sse, decoder, pending: VecDeque::new(), ended: false };
+    let state = Decoding { sse, decoder, pending: VecDeque::new(), ended: false, signatures };
     Box::pin(futures_util::stream::unfold(state, Decoding::next))
 }
 
 struct Decoding<S> {
     sse: std::pin::Pin<Box<S>>,
     decoder: Box<dyn Decoder>,
-    pending: VecDeque<crate::event::Event>,
+    pending: VecDeque<Event>,
     ended: bool,
+    signatures: bool,
 }
 
 impl<S> Decoding<S>
 where
     S: Stream<Item = Result<sse::SseEvent, ProviderError>> + Send,
 {
-    async fn next(mut self) -> Option<(Result<crate::event::Event, ProviderError>, Self)> {
+    async fn next(mut self) -> Option<(Result<Event, ProviderError>, Self)> {
         loop {
             if let Some(event) = self.pending.pop_front() {
                 return Some((Ok(event), self));
@@ -170,7 +184,11 @@ where
             }
             let step = if self.decoder.is_done() { None } else { self.sse.next().await };
             let outcome = match step {
-                Some(Ok(event)) => self.decoder.on_event(&event).map(|events| self.pending.extend(events)),
+                Some(Ok(event)) => self.decoder.on_event(&event).map(|events| {
+                    let signatures = self.signatures;
+                    self.pending
+                        .extend(events.into_iter().filter(|event| signatures || !matches!(event, Event::Signature(_))));
+                }),
                 Some(Err(err)) => Err(err),
                 None => {
                     self.ended = true;

@@ -34,6 +34,8 @@ pub type EventStream = Pin<Box<dyn Stream<Item = Result<Event, ProviderError>> +
 pub enum ProviderKind {
     /// OpenAI Chat Completions, and every server compatible with it.
     OpenAi,
+    /// OpenAI's Responses API (`kind = "openai"`, `api = "responses"`).
+    OpenAiResponses,
     /// Anthropic Messages.
     Anthropic,
     /// Google Gemini `streamGenerateContent`.
@@ -42,20 +44,35 @@ pub enum ProviderKind {
 
 impl ProviderKind {
     /// Every kind, for help texts, the simulated providers and test matrices.
-    pub const ALL: [ProviderKind; 3] = [ProviderKind::OpenAi, ProviderKind::Anthropic, ProviderKind::Gemini];
+    pub const ALL: [ProviderKind; 4] =
+        [ProviderKind::OpenAi, ProviderKind::OpenAiResponses, ProviderKind::Anthropic, ProviderKind::Gemini];
 
-    /// The name used in config files and on the command line.
+    /// The name used on the command line, in metrics and on the page; a
+    /// config file writes `openai-responses` as `kind = "openai"` with
+    /// `api = "responses"`.
     pub fn name(self) -> &'static str {
         match self {
             ProviderKind::OpenAi => "openai",
+            ProviderKind::OpenAiResponses => "openai-responses",
             ProviderKind::Anthropic => "anthropic",
             ProviderKind::Gemini => "gemini",
         }
     }
 
-    /// Parses a config or command-line name.
+    /// Parses a command-line name.
     pub fn from_name(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|kind| kind.name() == name)
+    }
+
+    /// How a `[[providers]]` entry of this kind says so: its `kind`, and
+    /// for the Responses API its `api`.
+    pub fn config_keys(self) -> &'static str {
+        match self {
+            ProviderKind::OpenAi => "kind = \"openai\"",
+            ProviderKind::OpenAiResponses => "kind = \"openai\"\napi = \"responses\"",
+            ProviderKind::Anthropic => "kind = \"anthropic\"",
+            ProviderKind::Gemini => "kind = \"gemini\"",
+        }
     }
 
     /// The client dialect this kind speaks natively, whose requests it
@@ -63,6 +80,7 @@ impl ProviderKind {
     pub fn dialect(self) -> Option<ClientDialect> {
         match self {
             ProviderKind::OpenAi => Some(ClientDialect::ChatCompletions),
+            ProviderKind::OpenAiResponses => Some(ClientDialect::Responses),
             ProviderKind::Anthropic => Some(ClientDialect::Messages),
             ProviderKind::Gemini => None,
         }
@@ -72,6 +90,7 @@ impl ProviderKind {
     pub fn adapter(self) -> &'static dyn Adapter {
         match self {
             ProviderKind::OpenAi => &openai::OpenAi,
+            ProviderKind::OpenAiResponses => &openai::responses::OpenAiResponses,
             ProviderKind::Anthropic => &anthropic::Anthropic,
             ProviderKind::Gemini => &gemini::Gemini,
         }

@@ -18,7 +18,8 @@ pub fn config_file(name: &str, text: &str) -> std::path::PathBuf {
 
 /// One `[[providers]]` entry for a provider at `base_url`.
 pub fn provider_toml(name: &str, kind: ProviderKind, base_url: &str) -> String {
-    format!("[[providers]]\nname = \"{name}\"\nkind = \"{kind}\"\nbase_url = \"{base_url}\"\n\n")
+    let kind = kind.config_keys();
+    format!("[[providers]]\nname = \"{name}\"\n{kind}\nbase_url = \"{base_url}\"\n\n")
 }
 
 /// One target of the route and the provider it names.

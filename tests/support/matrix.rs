@@ -23,7 +23,8 @@ pub const PRIMARY_MARKER: &str = "leaky";
 pub fn secondary_kind(primary: ProviderKind) -> ProviderKind {
     match primary {
         ProviderKind::OpenAi => ProviderKind::Anthropic,
-        ProviderKind::Anthropic => ProviderKind::Gemini,
+        ProviderKind::Anthropic => ProviderKind::OpenAiResponses,
+        ProviderKind::OpenAiResponses => ProviderKind::Gemini,
         ProviderKind::Gemini => ProviderKind::OpenAi,
     }
 }

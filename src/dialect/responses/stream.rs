@@ -43,8 +43,9 @@ enum Open {
     /// An assistant message of one `output_text` part, and the log
     /// probabilities of its tokens when the client asked for them.
     Message { id: String, text: String, logprobs: Vec<Logprobs> },
-    /// A reasoning summary.
-    Reasoning { id: String, text: String },
+    /// A reasoning summary, and the reasoning in encrypted form when the
+    /// target (one that speaks Responses) gave it.
+    Reasoning { id: String, text: String, encrypted: Option<String> },
     /// A function call, by its index among the answer's calls.
     Call { id: String, index: u32, call_id: String, name: String, arguments: String },
 }
@@ -180,7 +181,8 @@ impl ResponseEncoder {
     fn open_for(&mut self, event: &Event, out: &mut BytesMut) {
         self.start(out);
         let fits = match (&self.open, event) {
-            (Some(Open::Message { .. }), Event::Text(_)) | (Some(Open::Reasoning { .. }), Event::Reasoning(_)) => true,
+            (Some(Open::Message { .. }), Event::Text(_))
+            | (Some(Open::Reasoning { .. }), Event::Reasoning(_) | Event::Signature(_)) => true,
             (Some(Open::Call { index, .. }), Event::ToolCall(call)) => call.id.is_none() && call.index == *index,
             _ => false,
         };
@@ -190,7 +192,9 @@ impl ResponseEncoder {
         self.close(out);
         let open = match event {
             Event::Text(_) => Open::Message { id: new_id("msg"), text: String::new(), logprobs: Vec::new() },
-            Event::Reasoning(_) => Open::Reasoning { id: new_id("rs"), text: String::new() },
+            Event::Reasoning(_) | Event::Signature(_) => {
+                Open::Reasoning { id: new_id("rs"), text: String::new(), encrypted: None }
+            }
             Event::ToolCall(call) => Open::Call {
                 id: new_id("fc"),
                 index: call.index,
@@ -268,11 +272,14 @@ impl ResponseEncoder {
                 self.event("response.content_part.done", &Done { at, part: Some(part), ..Done::default() }, out);
                 item
             }
-            Open::Reasoning { id, text } => {
+            Open::Reasoning { id, text, encrypted } => {
                 let mut summary = json!({ "type": "summary_text" });
                 summary["text"] = Value::String(text);
                 let mut item = json!({ "id": id, "type": "reasoning" });
                 item["summary"] = Value::Array(vec![summary]);
+                if let Some(encrypted) = encrypted {
+                    item["encrypted_content"] = Value::String(encrypted);
+                }
                 let part = &item["summary"][0];
                 let at = PartAt { item_id: &id, output_index, content_index: None, summary_index: Some(0) };
                 let text = Done { at, text: Some(&part["text"]), ..Done::default() };
@@ -313,8 +320,6 @@ impl Encoder for ResponseEncoder {
     fn write_event(&mut self, event: Event, out: &mut BytesMut) {
         match &event {
             Event::Usage(usage) => return self.usage.merge(*usage),
-            // Anthropic's signature has no place here: the Responses API carries its own.
-            Event::Signature(_) => return,
             Event::Logprobs(_) => {
                 if let Event::Logprobs(logprobs) = event {
                     self.logprobs = Some(logprobs);
@@ -327,7 +332,7 @@ impl Encoder for ResponseEncoder {
                 self.finish = Some(*reason);
                 return;
             }
-            Event::Text(_) | Event::Reasoning(_) | Event::ToolCall(_) => {}
+            Event::Text(_) | Event::Reasoning(_) | Event::ToolCall(_) | Event::Signature(_) => {}
         }
         self.open_for(&event, out);
         match event {
@@ -352,7 +357,14 @@ impl Encoder for ResponseEncoder {
                 self.delta(&SUMMARY_DELTA, &text, out);
             }
             Event::ToolCall(call) => self.tool_call(&call, out),
-            Event::Usage(_) | Event::Signature(_) | Event::Logprobs(_) | Event::Finish(_) => {}
+            // The encrypted reasoning (only a Responses target's reaches here) ends its item.
+            Event::Signature(encrypted) => {
+                if let Some(Open::Reasoning { encrypted: slot, .. }) = &mut self.open {
+                    *slot = Some(encrypted);
+                }
+                self.close(out);
+            }
+            Event::Usage(_) | Event::Logprobs(_) | Event::Finish(_) => {}
         }
     }
 

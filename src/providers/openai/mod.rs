@@ -2,6 +2,7 @@
 //! server (vLLM, Ollama, Groq, Azure and others).
 
 mod decode;
+pub(super) mod responses;
 
 use bytes::Bytes;
 use serde::ser::{Serialize, SerializeMap, Serializer};

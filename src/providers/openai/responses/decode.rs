@@ -1,0 +1,214 @@
+//! Responses events → events. Text, reasoning summaries and function-call
+//! arguments come as deltas of their output item; `response.completed` (or
+//! `response.incomplete`) ends the answer with its usage, and
+//! `response.failed` or an `error` event fails it. Events baton has no use
+//! for (`.done`s, parts added, annotations, built-in tools' progress) give
+//! nothing.
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use crate::event::{Event, FinishReason, Logprobs, ToolCallDelta, Usage};
+use crate::providers::{Decoder, ProviderError, SseEvent};
+
+#[derive(Default)]
+pub(super) struct ResponsesDecoder {
+    /// The output index of each function call so far, in order: a call's
+    /// place in this list is its index among the answer's calls.
+    calls: Vec<u64>,
+    done: bool,
+}
+
+#[derive(Deserialize)]
+struct Wire {
+    #[serde(rename = "type")]
+    kind: String,
+    output_index: Option<u64>,
+    delta: Option<String>,
+    item: Option<Item>,
+    response: Option<Response>,
+    logprobs: Option<Box<RawValue>>,
+    /// An `error` event's own fields.
+    message: Option<String>,
+    code: Option<serde_json::Value>,
+}
+
+/// Just an event's type.
+#[derive(Deserialize)]
+struct Kind {
+    #[serde(rename = "type")]
+    kind: String,
+}
+
+/// The events whose fields baton reads; any other may carry what it likes.
+const READ: [&str; 11] = [
+    "response.output_text.delta",
+    "response.refusal.delta",
+    "response.reasoning_summary_text.delta",
+    "response.reasoning_text.delta",
+    "response.output_item.added",
+    "response.function_call_arguments.delta",
+    "response.output_item.done",
+    "response.completed",
+    "response.incomplete",
+    "response.failed",
+    "error",
+];
+
+/// An event that did not read as [`Wire`]: nothing, if it is one baton
+/// does not read and has a type; else malformed.
+fn ignored_or(data: &str, err: serde_json::Error) -> Result<Vec<Event>, ProviderError> {
+    match serde_json::from_str::<Kind>(data) {
+        Ok(Kind { kind }) if !READ.contains(&kind.as_str()) => Ok(Vec::new()),
+        _ => Err(ProviderError::Malformed(err.to_string())),
+    }
+}
+
+#[derive(Deserialize)]
+struct Item {
+    #[serde(rename = "type")]
+    kind: String,
+    call_id: Option<String>,
+    name: Option<String>,
+    encrypted_content: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Response {
+    usage: Option<WireUsage>,
+    incomplete_details: Option<Incomplete>,
+    error: Option<WireError>,
+}
+
+#[derive(Deserialize)]
+struct Incomplete {
+    reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireError {
+    code: Option<serde_json::Value>,
+    message: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireUsage {
+    input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+    input_tokens_details: Option<InputDetails>,
+    output_tokens_details: Option<OutputDetails>,
+}
+
+#[derive(Deserialize)]
+struct InputDetails {
+    cached_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct OutputDetails {
+    reasoning_tokens: Option<u64>,
+}
+
+impl Decoder for ResponsesDecoder {
+    fn on_event(&mut self, sse: &SseEvent) -> Result<Vec<Event>, ProviderError> {
+        let wire: Wire = match serde_json::from_str(&sse.data) {
+            Ok(wire) => wire,
+            Err(err) => return ignored_or(&sse.data, err),
+        };
+        let delta = || wire.delta.clone().filter(|text| !text.is_empty());
+        Ok(match wire.kind.as_str() {
+            "response.output_text.delta" | "response.refusal.delta" => {
+                let logprobs = wire.logprobs.and_then(Logprobs::from_list).map(Event::Logprobs);
+                logprobs.into_iter().chain(delta().map(Event::Text)).collect()
+            }
+            "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
+                delta().map(Event::Reasoning).into_iter().collect()
+            }
+            "response.output_item.added" => match wire.item {
+                Some(item) if item.kind == "function_call" => {
+                    let index = u32::try_from(self.calls.len()).unwrap_or(u32::MAX);
+                    self.calls.push(wire.output_index.unwrap_or(u64::MAX));
+                    vec![Event::ToolCall(ToolCallDelta {
+                        index,
+                        id: item.call_id,
+                        name: item.name,
+                        arguments: String::new(),
+                    })]
+                }
+                _ => Vec::new(),
+            },
+            "response.function_call_arguments.delta" => {
+                let index = self.calls.iter().position(|at| Some(*at) == wire.output_index);
+                match (index, delta()) {
+                    (Some(index), Some(arguments)) => vec![Event::ToolCall(ToolCallDelta {
+                        index: u32::try_from(index).unwrap_or(u32::MAX),
+                        id: None,
+                        name: None,
+                        arguments,
+                    })],
+                    (None, Some(_)) => {
+                        return Err(ProviderError::Malformed("arguments for a function call that never began".into()));
+                    }
+                    (_, None) => Vec::new(),
+                }
+            }
+            // Encrypted reasoning, which the client may send back on its next turn.
+            "response.output_item.done" => match wire.item {
+                Some(Item { kind, encrypted_content: Some(encrypted), .. }) if kind == "reasoning" => {
+                    vec![Event::Signature(encrypted)]
+                }
+                _ => Vec::new(),
+            },
+            "response.completed" | "response.incomplete" => {
+                self.done = true;
+                let response =
+                    wire.response.ok_or_else(|| ProviderError::Malformed("an end without its response".into()))?;
+                let mut events: Vec<Event> = response.usage.map(usage).map(Event::Usage).into_iter().collect();
+                let reason = response.incomplete_details.and_then(|details| details.reason);
+                events.push(Event::Finish(match reason.as_deref() {
+                    Some("max_output_tokens") => FinishReason::Length,
+                    Some("content_filter") => FinishReason::ContentFilter,
+                    _ if !self.calls.is_empty() => FinishReason::ToolCalls,
+                    _ => FinishReason::Stop,
+                }));
+                events
+            }
+            "response.failed" => {
+                let error = wire.response.and_then(|response| response.error);
+                let detail = error.map(|error| described(error.code.as_ref(), error.message.as_deref()));
+                return Err(ProviderError::ErrorEvent(detail.unwrap_or_else(|| "response.failed".to_owned())));
+            }
+            "error" => {
+                return Err(ProviderError::ErrorEvent(described(wire.code.as_ref(), wire.message.as_deref())));
+            }
+            _ => Vec::new(),
+        })
+    }
+
+    fn is_done(&self) -> bool {
+        self.done
+    }
+
+    fn finish(&self) -> Result<(), ProviderError> {
+        if self.done { Ok(()) } else { Err(ProviderError::Truncated) }
+    }
+}
+
+/// An error's code and message, for the attempt's failure.
+fn described(code: Option<&serde_json::Value>, message: Option<&str>) -> String {
+    let code = match code {
+        Some(serde_json::Value::String(code)) => code.clone(),
+        Some(serde_json::Value::Null) | None => "error".to_owned(),
+        Some(other) => other.to_string(),
+    };
+    format!("{code}: {}", message.unwrap_or("no message"))
+}
+
+fn usage(wire: WireUsage) -> Usage {
+    Usage {
+        input_tokens: wire.input_tokens,
+        output_tokens: wire.output_tokens,
+        cached_input_tokens: wire.input_tokens_details.and_then(|details| details.cached_tokens),
+        reasoning_tokens: wire.output_tokens_details.and_then(|details| details.reasoning_tokens),
+    }
+}
