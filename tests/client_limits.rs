@@ -143,7 +143,7 @@ fn connections_past_the_cap_are_answered_503_at_once() {
 }
 
 #[test]
-fn the_http_layers_own_errors_have_openai_shaped_bodies() {
+fn the_http_layers_own_errors_have_bodies_openai_and_anthropic_clients_read() {
     run(HARD_LIMIT, async {
         let (proxy, _provider) = proxy("").await;
         let garbage = send_and_read(&proxy, "NOT A REQUEST\r\n\r\n").await;
@@ -155,6 +155,8 @@ fn the_http_layers_own_errors_have_openai_shaped_bodies() {
         let body: serde_json::Value =
             serde_json::from_str(too_large.split_once("\r\n\r\n").map_or("", |(_, body)| body)).unwrap_or_default();
         assert_eq!(body["error"]["code"], "headers_too_large", "{too_large}");
+        assert_eq!(body["error"]["type"], "invalid_request_error", "both APIs' type for a bad request");
+        assert_eq!(body["type"], "error", "Anthropic's SDKs read an error by its top-level type");
     });
 }
 

@@ -164,9 +164,41 @@ async fn errors_at_the_door_are_in_anthropics_shape() {
         let head = reqwest::Client::new().head(proxy.url("/")).send().await.expect("answers");
         assert_eq!(head.status(), 200, "HEAD / answers, as the SDKs' health check expects");
         let count = json!({ "model": "chat", "messages": [{ "role": "user", "content": "12345678" }] });
-        let counted = post(&proxy, "/v1/messages/count_tokens", &count, &key).await;
-        assert_eq!((counted.status, counted.json()), (200, json!({ "input_tokens": 2 })), "{}", counted.raw);
         expect(&post(&proxy, "/v1/messages/count_tokens", &count, &[]).await, 401, "authentication_error");
+        let mut unknown = count.clone();
+        unknown["model"] = json!("nope");
+        expect(&post(&proxy, "/v1/messages/count_tokens", &unknown, &key).await, 404, "not_found_error");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn count_tokens_asks_an_anthropic_target_and_else_estimates() {
+    within(HARD_LIMIT, async {
+        // The simulated Anthropic counts a token a word; baton estimates four characters a token.
+        let count = json!({ "model": "chat", "system": "be brief",
+            "messages": [{ "role": "user", "content": "one two three 12345678" }] });
+        let gpt = MockProvider::openai().spawned().await;
+        let claude = MockProvider::anthropic().spawned().await;
+        let proxy = Proxy::start(&mocks_toml(&[("gpt", &gpt), ("claude", &claude)], FIRST_TOKEN_MS, IDLE_MS)).await;
+        let beta = [("anthropic-beta", "token-counting-2024-11-01")];
+        let counted = post(&proxy, "/v1/messages/count_tokens", &count, &beta).await;
+        assert_eq!((counted.status, counted.json()), (200, json!({ "input_tokens": 4 })), "{}", counted.raw);
+        assert_eq!(counted.header("x-baton-provider"), "claude", "the route's Anthropic target counted");
+        let sent = claude.requests().pop().expect("the count was asked for");
+        assert_eq!(sent.path, "/v1/messages/count_tokens");
+        let mut expected = count.clone();
+        expected["model"] = json!("claude-model");
+        assert_eq!(sent.body, expected, "the body as sent, the model set");
+        assert_eq!(sent.headers.get("anthropic-beta").map(String::as_str), Some("token-counting-2024-11-01"));
+
+        let locked = MockProvider::anthropic().api_key("another-key").spawned().await;
+        let proxy = Proxy::start(&mocks_toml(&[("locked", &locked), ("gpt", &gpt)], FIRST_TOKEN_MS, IDLE_MS)).await;
+        let estimated = post(&proxy, "/v1/messages/count_tokens", &count, &[]).await;
+        let chars = "be brief".len() + "one two three 12345678".len();
+        assert_eq!(estimated.json(), json!({ "input_tokens": chars.div_ceil(4) }), "{}", estimated.raw);
+        assert_eq!(estimated.header("x-baton-provider"), "estimate", "a refused count falls back to the estimate");
+        assert!(!estimated.raw.contains("invalid api key"), "the provider's error is not relayed");
     })
     .await;
 }

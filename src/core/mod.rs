@@ -149,6 +149,31 @@ impl Engine {
         &self.health
     }
 
+    /// The input tokens of `request` as the first target of `route` that
+    /// speaks the request's own API counts them (Anthropic's
+    /// `count_tokens`), with that provider's name; `None` when no target
+    /// can or none answered within its first-token deadline, and the
+    /// caller estimates.
+    pub async fn count_tokens(&self, route: &Route, request: &ChatRequest) -> Option<(String, u64)> {
+        let speakers = route.targets.iter().filter(|target| target.provider.kind.dialect() == Some(request.dialect));
+        for target in speakers {
+            let upstream = crate::providers::Upstream {
+                base_url: &target.provider.base_url,
+                api_key: target.provider.api_key.as_ref().map(|key| key.expose()),
+                model: &target.model,
+                max_event_bytes: route.limits.max_event_bytes,
+                traceparent: None,
+            };
+            let counting = self.opener.count_tokens(target.provider.kind, upstream, request);
+            match tokio::time::timeout(target.first_token_timeout, counting).await {
+                Ok(Ok(tokens)) => return Some((target.provider.name.clone(), tokens)),
+                Ok(Err(err)) => tracing::debug!(provider = %target.provider.name, error = %err, "count_tokens failed"),
+                Err(_) => tracing::debug!(provider = %target.provider.name, "count_tokens timed out"),
+            }
+        }
+        None
+    }
+
     /// The same state, held: for a task that lives beside the engine (the
     /// shared-state sync), which ends once the engine is gone.
     pub fn health_handle(&self) -> &Arc<Health> {

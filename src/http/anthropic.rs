@@ -5,8 +5,9 @@
 
 use axum::Json;
 use axum::extract::{Request, State};
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
 use serde_json::json;
 
 use super::AppState;
@@ -16,7 +17,10 @@ use crate::dialect::ApiError;
 use crate::dialect::anthropic::{self, AnthropicMessages};
 
 /// `POST /v1/messages/count_tokens`: the conversation's input tokens, as
-/// baton estimates them for its limits (four characters a token).
+/// the route's first anthropic-kind target counts them, else as baton
+/// estimates them for its limits (four characters a token). The
+/// `x-baton-provider` header says who counted: a provider's name, or
+/// `estimate`.
 pub(super) async fn count_tokens(State(state): State<AppState>, request: Request) -> Response {
     counted(&state, request).await.unwrap_or_else(respond::<AnthropicMessages>)
 }
@@ -27,10 +31,21 @@ async fn counted(state: &AppState, request: Request) -> Result<Response, ApiErro
     json_body(request.headers())?;
     let (head, body) = request.into_parts();
     let (body, _held) = state.bodies().read(&head.headers, body, &config).await?;
-    let (model, conversation) = anthropic::count_tokens_request(&body)?;
-    route_for(&config, key, &model)?;
-    Ok(Json(json!({ "input_tokens": conversation.estimated_input_tokens() })).into_response())
+    let (model, conversation) = anthropic::count_tokens_request(Bytes::from(body), &head.headers)?;
+    let route = route_for(&config, key, &model)?;
+    let (counter, tokens) = match state.engine().count_tokens(route, &conversation).await {
+        Some((provider, tokens)) => (provider, tokens),
+        None => (ESTIMATE.to_owned(), conversation.estimated_input_tokens()),
+    };
+    let mut response = Json(json!({ "input_tokens": tokens })).into_response();
+    if let Ok(counter) = HeaderValue::from_str(&counter) {
+        response.headers_mut().insert("x-baton-provider", counter);
+    }
+    Ok(response)
 }
+
+/// Who counted a request's tokens when no provider did.
+const ESTIMATE: &str = "estimate";
 
 /// Whether an error at the edge is for a client of Anthropic's API: its
 /// path is Anthropic's, or it sends `anthropic-version` as its SDKs do.

@@ -1,9 +1,14 @@
 //! hyper answers a request it cannot parse (not HTTP, a head over the read
 //! buffer, a URI too long) by itself, with an empty body, before any handler
-//! runs. Clients and SDKs expect every error in the OpenAI shape, so this
+//! runs. Clients and SDKs expect an error body they can read, so this
 //! socket wrapper recognises exactly those automatic answers on their way
 //! out and writes them with a JSON body instead. Every answer baton's own
 //! handlers give has a body, so an empty 400, 414 or 431 can only be hyper's.
+//!
+//! Nothing of such a request can be trusted to say which API its client
+//! speaks, so the one body reads as an error in both shapes: OpenAI's
+//! (`error.message`, `.type`, `.code`) and Anthropic's (`type: "error"`,
+//! `error.type`, `.message`), whose type name for a bad request is the same.
 
 use std::io;
 use std::pin::Pin;
@@ -40,7 +45,9 @@ fn replacement(head: &[u8]) -> Option<Vec<u8>> {
     if !empty {
         return None;
     }
-    let body = format!(r#"{{"error":{{"message":"{message}","type":"invalid_request_error","code":"{code}"}}}}"#);
+    let body = format!(
+        r#"{{"type":"error","error":{{"message":"{message}","type":"invalid_request_error","code":"{code}"}}}}"#
+    );
     let answer = format!(
         "HTTP/1.1 {status}\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
         body.len()

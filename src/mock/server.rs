@@ -128,7 +128,8 @@ impl Exchange<'_, '_> {
     async fn respond(mut self, fault: Option<Fault>, reader: &mut ReadHalf<'_>) -> std::io::Result<Next> {
         let provider = &self.shared.provider;
         let kind = provider.kind;
-        if !wire::is_chat_path(kind, &self.request.path) {
+        let counts = wire::is_count_path(kind, &self.request.path);
+        if !wire::is_chat_path(kind, &self.request.path) && !counts {
             let message = format!("no route for {}", self.request.path);
             return self.json_response(404, "Not Found", &message, &[]).await;
         }
@@ -137,6 +138,13 @@ impl Exchange<'_, '_> {
             if self.request.headers.get(name) != Some(&expected) {
                 return self.json_response(401, "Unauthorized", "invalid api key", &[]).await;
             }
+        }
+        if counts {
+            let body = wire::token_count(&self.request.body);
+            let head =
+                format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n", body.len());
+            self.writer.write_all(format!("{head}{body}").as_bytes()).await?;
+            return Ok(Next::KeepAlive);
         }
         let wait = Duration::from_secs(provider.retry_after_secs);
         let retry_after = if provider.retry_after_as_date {

@@ -369,6 +369,31 @@ pub fn is_chat_path(kind: ProviderKind, path: &str) -> bool {
     }
 }
 
+/// Whether `path` is where the provider counts a request's tokens
+/// (Anthropic's `count_tokens`; no other kind has one).
+pub fn is_count_path(kind: ProviderKind, path: &str) -> bool {
+    kind == ProviderKind::Anthropic && path.split('?').next() == Some("/v1/messages/count_tokens")
+}
+
+/// The answer to a count request: one token a word of the messages' text,
+/// so a test can tell the provider's count from baton's estimate.
+pub fn token_count(body: &serde_json::Value) -> String {
+    let messages = body.get("messages").and_then(serde_json::Value::as_array).map_or(&[][..], Vec::as_slice);
+    let words: usize = messages
+        .iter()
+        .map(|message| match &message["content"] {
+            serde_json::Value::String(text) => text.split_whitespace().count(),
+            serde_json::Value::Array(blocks) => blocks
+                .iter()
+                .filter_map(|block| block["text"].as_str())
+                .map(|text| text.split_whitespace().count())
+                .sum(),
+            _ => 0,
+        })
+        .sum();
+    json!({ "input_tokens": words }).to_string()
+}
+
 /// The header that carries the key, and its expected value for `key`.
 pub fn auth_header(kind: ProviderKind, key: &str) -> (&'static str, String) {
     match kind {

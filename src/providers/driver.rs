@@ -10,7 +10,7 @@ use futures_util::{Stream, StreamExt, TryStreamExt};
 use http::header::{ACCEPT, CONTENT_TYPE, RETRY_AFTER};
 
 use super::client::{Client, ClientError, ResponseBody};
-use super::{Adapter, Decoder, EventStream, Opener, Opening, ProviderError, ProviderKind, Upstream, sse};
+use super::{Adapter, Counting, Decoder, EventStream, Opener, Opening, ProviderError, ProviderKind, Upstream, sse};
 use serde_json::value::RawValue;
 
 use crate::event::{ChatRequest, Event};
@@ -46,6 +46,37 @@ impl Opener for HttpOpener {
     fn open<'a>(&'a self, kind: ProviderKind, upstream: Upstream<'a>, request: &'a ChatRequest) -> Opening<'a> {
         Box::pin(open(&self.client, kind, upstream, request))
     }
+
+    fn count_tokens<'a>(
+        &'a self,
+        kind: ProviderKind,
+        upstream: Upstream<'a>,
+        request: &'a ChatRequest,
+    ) -> Counting<'a> {
+        Box::pin(count_tokens(&self.client, kind, upstream, request))
+    }
+}
+
+/// Asks the provider to count `req`'s input tokens: its `input_tokens`, or
+/// why not.
+async fn count_tokens(
+    client: &Client,
+    kind: ProviderKind,
+    upstream: Upstream<'_>,
+    req: &ChatRequest,
+) -> Result<u64, ProviderError> {
+    let adapter = kind.adapter();
+    let request = adapter
+        .count_request(upstream, req)
+        .ok_or_else(|| ProviderError::Request(format!("a {kind} provider counts no tokens")))??;
+    let response = client.send(request).await.map_err(|err| ProviderError::Connect(err.to_string()))?;
+    if !response.status().is_success() {
+        return Err(error_response(adapter, response).await);
+    }
+    let body = read_limited(response).await;
+    let counted: serde_json::Value =
+        serde_json::from_str(&body).map_err(|err| ProviderError::Malformed(err.to_string()))?;
+    counted["input_tokens"].as_u64().ok_or_else(|| ProviderError::Malformed("no `input_tokens` in the count".into()))
 }
 
 /// A streaming JSON POST with the adapter's headers: what every adapter's

@@ -122,6 +122,9 @@ pub struct Upstream<'a> {
 /// What opening an answer comes to: its events, or why there are none.
 pub type Opening<'a> = Pin<Box<dyn Future<Output = Result<EventStream, ProviderError>> + Send + 'a>>;
 
+/// What asking a provider to count a request's input tokens comes to.
+pub type Counting<'a> = Pin<Box<dyn Future<Output = Result<u64, ProviderError>> + Send + 'a>>;
+
 /// The seam below the core: how it opens one attempt's event stream. The
 /// HTTP client and its pool implement it ([`driver::HttpOpener`]); drills
 /// and tests stand in for a provider by implementing it too.
@@ -130,6 +133,19 @@ pub trait Opener: Send + Sync {
     /// answer as events. Failures before the stream starts come back here,
     /// failures in it as items; dropping the stream cancels the request.
     fn open<'a>(&'a self, kind: ProviderKind, upstream: Upstream<'a>, request: &'a ChatRequest) -> Opening<'a>;
+
+    /// Asks `upstream` how many input tokens `request` comes to, where
+    /// `kind` can say ([`Adapter::count_request`]); a stand-in that cannot
+    /// says so, and the caller estimates instead.
+    fn count_tokens<'a>(
+        &'a self,
+        kind: ProviderKind,
+        upstream: Upstream<'a>,
+        request: &'a ChatRequest,
+    ) -> Counting<'a> {
+        let _ = (kind, upstream, request);
+        Box::pin(async { Err(ProviderError::Request("this provider counts no tokens".into())) })
+    }
 }
 
 /// The translation one provider needs, and nothing else: the HTTP exchange
@@ -143,6 +159,17 @@ pub trait Adapter: Send + Sync {
 
     /// Whether an error response says the prompt does not fit the context window.
     fn is_context_length(&self, message: &str) -> bool;
+
+    /// The request that asks the provider to count `req`'s input tokens
+    /// (Anthropic's `count_tokens`), for a kind that can; `None` otherwise.
+    fn count_request(
+        &self,
+        upstream: Upstream<'_>,
+        req: &ChatRequest,
+    ) -> Option<Result<http::Request<Bytes>, ProviderError>> {
+        let _ = (upstream, req);
+        None
+    }
 
     /// The fields of `req` this provider cannot honour: a target of it is
     /// skipped before anything is sent (`unsupported`), or, where the route

@@ -33,11 +33,14 @@ pub fn parse(body: Bytes, headers: &HeaderMap) -> Result<Ingress<()>, ApiError> 
 }
 
 /// Parses a `POST /v1/messages/count_tokens` body, which has no
-/// `max_tokens`: the route it names and the conversation to count.
-pub fn count_tokens_request(body: &[u8]) -> Result<(String, ChatRequest), ApiError> {
-    let mut fields = body_fields(body)?;
+/// `max_tokens`: the route it names and the conversation to count, with
+/// the body as sent for an anthropic-kind target to count itself.
+pub fn count_tokens_request(body: Bytes, headers: &HeaderMap) -> Result<(String, ChatRequest), ApiError> {
+    let mut fields = body_fields(&body)?;
     let model: String = fields.need("model")?;
-    Ok((model, conversation(&mut fields)?))
+    let mut request = conversation(&mut fields)?;
+    request.native = Some(Native::new(body, headers, &API_HEADERS));
+    Ok((model, request))
 }
 
 fn body_fields(body: &[u8]) -> Result<Fields, ApiError> {

@@ -38,6 +38,18 @@ impl Adapter for Anthropic {
         Box::<decode::AnthropicDecoder>::default()
     }
 
+    /// `POST /v1/messages/count_tokens` with the client's body and model
+    /// set: only a Messages client's body is what Anthropic would count.
+    fn count_request(
+        &self,
+        upstream: Upstream<'_>,
+        req: &ChatRequest,
+    ) -> Option<Result<http::Request<Bytes>, ProviderError>> {
+        let native = req.native_in(ClientDialect::Messages)?;
+        let url = format!("{}/v1/messages/count_tokens", upstream.base_url.trim_end_matches('/'));
+        Some(driver::post_native(url, &api_headers(upstream, native), native, &[("model", json!(upstream.model))]))
+    }
+
     fn is_context_length(&self, message: &str) -> bool {
         message.contains("prompt is too long") || message.contains("context window")
     }
@@ -57,12 +69,18 @@ impl Adapter for Anthropic {
 /// (else baton's version), so beta fields, `cache_control`, thinking
 /// signatures and fields baton has never heard of all arrive.
 fn native_request(url: String, upstream: Upstream<'_>, native: &Native) -> Result<http::Request<Bytes>, ProviderError> {
+    let set = [("model", json!(upstream.model)), ("stream", json!(true))];
+    driver::post_native(url, &api_headers(upstream, native), native, &set)
+}
+
+/// The key, and baton's API version unless the client sent its own.
+fn api_headers<'a>(upstream: Upstream<'a>, native: &Native) -> Vec<(&'static str, &'a str)> {
     let mut headers: Vec<(&'static str, &str)> = Vec::new();
     if !native.headers.iter().any(|(name, _)| name == "anthropic-version") {
         headers.push(("anthropic-version", API_VERSION));
     }
     headers.extend(upstream.api_key.map(|key| ("x-api-key", key)));
-    driver::post_native(url, &headers, native, &[("model", json!(upstream.model)), ("stream", json!(true))])
+    headers
 }
 
 /// The thinking budget for each `reasoning_effort`: Anthropic's least is

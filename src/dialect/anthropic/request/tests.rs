@@ -164,7 +164,8 @@ fn the_apis_own_headers_go_with_the_body() {
 #[test]
 fn count_tokens_needs_no_limit() {
     let body = json!({ "model": "chat", "messages": [{ "role": "user", "content": "12345678" }] }).to_string();
-    let counted = count_tokens_request(body.as_bytes()).map(|(model, req)| (model, req.estimated_input_tokens()));
+    let counted = count_tokens_request(Bytes::from(body), &HeaderMap::new())
+        .map(|(model, req)| (model, req.estimated_input_tokens()));
     assert_eq!(counted.ok(), Some(("chat".to_owned(), 2)));
 }
 
