@@ -89,6 +89,14 @@ def test_count_tokens_answers_an_estimate(client):
     assert counted.input_tokens == 2
 
 
+def test_count_tokens_is_asked_of_an_anthropic_target(client):
+    # The simulated Anthropic counts a token a word; baton's estimate would say 4.
+    raw = client.messages.with_raw_response.count_tokens(
+        model="claude", messages=[{"role": "user", "content": "one two three"}])
+    assert raw.parse().input_tokens == 3
+    assert raw.headers["x-baton-provider"] == "anthropic"
+
+
 def test_an_unknown_model_is_not_found(client):
     with pytest.raises(anthropic.NotFoundError) as raised:
         client.messages.create(model="nope", max_tokens=8, messages=[{"role": "user", "content": "hi"}])
