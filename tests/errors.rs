@@ -138,15 +138,50 @@ fn context_length_moves_on_only_to_a_larger_window() {
 }
 
 #[test]
-fn context_length_without_a_larger_window_goes_back_to_the_client() {
+fn context_length_fails_over_to_a_target_without_a_declared_window() {
+    run(HARD_LIMIT, async {
+        for kind in ProviderKind::ALL {
+            let small = MockProvider::new(kind).fault(Fault::ContextLength).spawned().await;
+            let other = MockProvider::openai().marker("other").spawned().await;
+            // A breaker that one charged failure would open.
+            let config = ChatConfig::new()
+                .mock("small", &small)
+                .provider_keys("breaker = { failure_threshold = 1 }")
+                .mock("other", &other);
+            let proxy = Proxy::start(&config.toml()).await;
+            for stream in [true, false] {
+                let got = post_chat(&proxy, &chat_body(stream)).await;
+                assert_eq!(got.status, 200, "{kind}: {}", got.raw);
+                assert_eq!(got.header("x-baton-provider"), "other", "{kind}: the next target answers");
+                assert_eq!(got.header("x-baton-attempts"), "2");
+            }
+            let metrics = support::metrics(&proxy).await;
+            let failovers = metrics
+                .lines()
+                .find(|line| line.starts_with("baton_failovers_total{") && line.contains("context_length"));
+            assert!(failovers.is_some(), "{kind}: counted as a context-length failover:\n{metrics}");
+            let breaker = metrics.lines().find(|line| line.starts_with("baton_breaker_state{provider=\"small\"}"));
+            assert_eq!(
+                breaker.map(|line| line.ends_with(" 0")),
+                Some(true),
+                "{kind}: still closed: a prompt too long is not the provider's fault"
+            );
+        }
+    });
+}
+
+#[test]
+fn a_prompt_too_long_for_every_target_is_context_length_exceeded() {
     run(HARD_LIMIT, async {
         let small = MockProvider::anthropic().fault(Fault::ContextLength).spawned().await;
-        let other = MockProvider::openai().spawned().await;
-        let proxy = Proxy::start(&mocks_toml(&[("small", &small), ("other", &other)], 1000, 1000)).await;
+        let smaller = MockProvider::gemini().fault(Fault::ContextLength).spawned().await;
+        let proxy = Proxy::start(&mocks_toml(&[("small", &small), ("smaller", &smaller)], 1000, 1000)).await;
         let got = post_chat(&proxy, &chat_body(false)).await;
-        let message = assert_openai_error(&got, 400, "upstream_rejected");
-        assert!(message.contains("prompt is too long"), "{message}");
-        assert!(other.requests().is_empty(), "no declared windows: nothing to move on to");
+        let message = assert_openai_error(&got, 400, "context_length_exceeded");
+        assert!(message.contains("small (small-model) said the prompt is too long"), "{message}");
+        assert!(message.contains("smaller (smaller-model)"), "{message}");
+        assert!(!message.contains("prompt is too long:"), "the providers' own words are not relayed: {message}");
+        assert_eq!((small.requests().len(), smaller.requests().len()), (1, 1), "each was asked once");
     });
 }
 

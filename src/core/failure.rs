@@ -191,12 +191,9 @@ pub enum ProxyError {
         /// Each target, with what it could not honour.
         targets: Vec<String>,
     },
-    /// No target's declared context window can hold the request: each
-    /// was skipped (`context_window`), and nothing was sent.
-    #[error(
-        "the request needs about {} tokens (its input estimated at 4 characters a token, plus max_tokens or {} reserved for the answer), more than any target's context window holds: {}",
-        needed(.0), crate::event::DEFAULT_OUTPUT_RESERVE, windows(.0)
-    )]
+    /// No target's context window can hold the request: each was skipped
+    /// for its declared window (`context_window`) or said so itself.
+    #[error("{}", too_long(.0))]
     ContextLengthExceeded(Vec<AttemptRecord>),
     /// A provider said the request itself is wrong; it is passed back as is.
     #[error("{provider}: {message}")]
@@ -300,13 +297,24 @@ fn needed(skips: &[AttemptRecord]) -> u64 {
     skips.iter().map(estimate).max().unwrap_or(0)
 }
 
-/// Each skipped target's provider, model and declared window.
-fn windows(skips: &[AttemptRecord]) -> String {
+/// Why no target can hold the request: baton's estimate against the
+/// declared windows, and which providers said so themselves.
+fn too_long(records: &[AttemptRecord]) -> String {
+    let said = |a: &AttemptRecord| format!("{} ({}) said the prompt is too long", a.provider, a.model);
     let window = |a: &AttemptRecord| match a.failure {
         Failure::ContextWindow { window, .. } => format!("{} ({}) {window}", a.provider, a.model),
-        _ => format!("{} ({})", a.provider, a.model),
+        _ => said(a),
     };
-    skips.iter().map(window).collect::<Vec<_>>().join(", ")
+    let each = records.iter().map(window).collect::<Vec<_>>().join(", ");
+    if records.iter().all(|a| matches!(a.failure, Failure::ContextWindow { .. })) {
+        format!(
+            "the request needs about {} tokens (its input estimated at 4 characters a token, plus max_tokens or {} reserved for the answer), more than any target's context window holds: {each}",
+            needed(records),
+            crate::event::DEFAULT_OUTPUT_RESERVE
+        )
+    } else {
+        format!("the request is too long for the context window of every target of this route: {each}")
+    }
 }
 
 /// Each attempt's provider, model, class, status and elapsed time: never

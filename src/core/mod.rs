@@ -336,8 +336,8 @@ impl Engine {
 
 /// Takes in a finished turn: its skip, its failures, and its answer if it
 /// committed. A provider that rejects the client's request itself ends the
-/// pass at once, unless it was a context-length error and a later target
-/// declares a larger window.
+/// pass at once; one that finds the prompt too long for its context window
+/// passes it on to the targets whose window is larger or undeclared.
 fn absorb(
     plan: &Plan<'_>,
     queue: &mut Queue,
@@ -352,9 +352,10 @@ fn absorb(
     if let (Ask::Fresh(_), Some(last)) = (plan.ask, failed.records.last())
         && let Failure::Provider(ProviderError::BadRequest { context_length, .. }) = &last.failure
     {
-        match target.context_window.filter(|_| *context_length) {
-            Some(window) => queue.need_window_above(window),
-            None => {
+        match (context_length, target.context_window) {
+            (true, Some(window)) => queue.need_window_above(window),
+            (true, None) => {}
+            (false, _) => {
                 let rejected = failed.records.pop().map(ProxyError::rejected);
                 return Err(rejected.unwrap_or_else(|| ProxyError::AllFailed(Vec::new())));
             }

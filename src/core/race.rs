@@ -14,6 +14,7 @@ use tokio::time::{Instant, sleep_until};
 use super::attempt::TargetRun;
 use super::{AttemptRecord, ProxyError};
 use crate::config::Route;
+use crate::providers::ProviderError;
 
 /// The candidates not tried yet.
 pub(super) struct Queue {
@@ -23,7 +24,7 @@ pub(super) struct Queue {
     last_resort: Vec<(Instant, usize)>,
     /// The pending candidates are the last resort's.
     forced: bool,
-    /// After a context-length error, only a larger declared window may help.
+    /// After a context-length error, only a larger or undeclared window may help.
     needs_window_above: Option<u64>,
 }
 
@@ -49,7 +50,7 @@ impl Queue {
         let floor = self.needs_window_above;
         let fits = |index: &usize| {
             let window = route.targets.get(*index).and_then(|t| t.context_window);
-            floor.is_none_or(|floor| window.is_some_and(|w| w > floor))
+            floor.is_none_or(|floor| window.is_none_or(|w| w > floor))
         };
         while let Some(index) = self.pending.pop_front() {
             if fits(&index) {
@@ -74,7 +75,8 @@ impl Queue {
         self.last_resort.push((until, index));
     }
 
-    /// From now on only targets with a context window over `window` fit.
+    /// From now on only targets with a context window over `window`, or
+    /// with none declared, fit.
     pub(super) fn need_window_above(&mut self, window: u64) {
         self.needs_window_above = Some(window);
     }
@@ -145,16 +147,22 @@ impl Failures {
     }
 
     /// The pass is over without an answer. A provider's rejection of the
-    /// request itself (a context-length error no later target had the
-    /// window for) goes back to the client as it was; when every target
-    /// was too small for it, nothing was sent and the client hears so.
+    /// request itself goes back to the client as it was; when every target
+    /// was too small for it (declared so, or saying so), the client hears
+    /// that its prompt fits no target.
     pub(super) fn into_error(mut self, fresh: bool) -> ProxyError {
         if fresh && let Some(last) = self.records.pop_if(|record| !record.failure.is_failover()) {
             return ProxyError::rejected(last);
         }
         // Every target passed over for the request itself: the client's to fix.
         let unsupported = |record: &AttemptRecord| matches!(record.failure, super::Failure::Unsupported(_));
-        let too_small = |record: &AttemptRecord| matches!(record.failure, super::Failure::ContextWindow { .. });
+        let too_small = |record: &AttemptRecord| {
+            matches!(
+                record.failure,
+                super::Failure::ContextWindow { .. }
+                    | super::Failure::Provider(ProviderError::BadRequest { context_length: true, .. })
+            )
+        };
         if self.records.is_empty() || !self.records.iter().all(|record| unsupported(record) || too_small(record)) {
             return ProxyError::AllFailed(self.records);
         }

@@ -240,7 +240,8 @@ async fn error_response(adapter: &dyn Adapter, response: http::Response<Response
         response.headers().get(RETRY_AFTER).and_then(|value| value.to_str().ok()).and_then(parse_retry_after);
     let body = read_limited(response).await;
     let message = error_message(&body);
-    let context_length = adapter.is_context_length(&message);
+    // The whole body: OpenAI says it in its `code`, others in the message.
+    let context_length = adapter.is_context_length(&body);
     ProviderError::from_status(status, message, retry_after, context_length)
 }
 

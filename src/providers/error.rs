@@ -149,8 +149,8 @@ impl Class {
 impl ProviderError {
     /// What this failure decides (see [`Class`]). A rate limit is the
     /// provider working as designed (its cooldown handles it); a rejected
-    /// request is the client's and goes back to it (a context-length error
-    /// is the core's decision).
+    /// request is the client's and goes back to it, unless it is too long
+    /// for this provider's context window, which another may have.
     pub fn class(&self) -> Class {
         match self {
             ProviderError::Connect(_) => Class::upstream("connect").retried(),
@@ -159,11 +159,15 @@ impl ProviderError {
             }
             ProviderError::Server { .. } => Class::upstream("http_5xx").retried(),
             ProviderError::Auth { .. } => Class::upstream("http_auth"),
-            ProviderError::BadRequest { context_length, .. } => Class {
+            // Another target's window may hold the prompt: it fails over, the breaker uncharged.
+            ProviderError::BadRequest { context_length: true, .. } => {
+                Class { source: Source::Client, charge_breaker: false, ..Class::upstream("context_length") }
+            }
+            ProviderError::BadRequest { .. } => Class {
                 source: Source::Client,
                 failover: false,
                 charge_breaker: false,
-                ..Class::upstream(if *context_length { "context_length" } else { "client_error" })
+                ..Class::upstream("client_error")
             },
             ProviderError::NotFound { .. } => Class { charge_breaker: false, ..Class::upstream("upstream_not_found") },
             ProviderError::Status { .. } => Class::upstream("http_status"),

@@ -157,8 +157,9 @@ pub trait Adapter: Send + Sync {
     /// A fresh decoder for one response stream.
     fn decoder(&self) -> Box<dyn Decoder>;
 
-    /// Whether an error response says the prompt does not fit the context window.
-    fn is_context_length(&self, message: &str) -> bool;
+    /// Whether an error response's body says the prompt does not fit the
+    /// context window, in the provider's own words.
+    fn is_context_length(&self, body: &str) -> bool;
 
     /// The request that asks the provider to count `req`'s input tokens
     /// (Anthropic's `count_tokens`), for a kind that can; `None` otherwise.

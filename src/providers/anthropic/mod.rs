@@ -51,7 +51,7 @@ impl Adapter for Anthropic {
     }
 
     fn is_context_length(&self, message: &str) -> bool {
-        message.contains("prompt is too long") || message.contains("context window")
+        ["prompt is too long", "exceed context limit", "context window"].iter().any(|words| message.contains(words))
     }
 
     /// A Messages request goes as the client sent it, so Anthropic itself
