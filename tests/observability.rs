@@ -7,7 +7,7 @@ mod support;
 
 use std::time::Duration;
 
-use baton::mock::{Fault, MockHandle, MockProvider};
+use baton::mock::{Fault, MockHandle, MockProvider, Schedule};
 use baton::resilience::BreakerState;
 use serde_json::Value;
 use support::{
@@ -96,6 +96,42 @@ fn an_open_breaker_and_a_stream_in_flight_show_as_gauges() {
         assert_eq!(sample(&text, "baton_breaker_state", &[("provider", "dead")]), Some(2.0), "open");
         assert_eq!(sample(&text, "baton_inflight_streams", &[("provider", "slow")]), Some(1.0), "one stream in flight");
         drop(response);
+    });
+}
+
+#[test]
+fn a_provider_is_down_after_failing_in_a_row_and_its_outage_is_measured_at_its_next_answer() {
+    run(HARD_LIMIT, async {
+        // Three failures in a row, then answers: an outage, then up again.
+        let flaky = MockProvider::openai().fault(Fault::Http5xx).schedule(Schedule::FirstRequests(3)).spawned().await;
+        let spare = MockProvider::anthropic().spawned().await;
+        // Its breaker stays closed: down comes from the failures themselves.
+        let config = ChatConfig::new()
+            .mock("flaky", &flaky)
+            .provider_keys("breaker = { failure_threshold = 100 }")
+            .target_keys("retries = 0")
+            .mock("spare", &spare)
+            .toml();
+        let proxy = Proxy::start(&config).await;
+        let up = |text: &str| sample(text, "baton_provider_up", &[("provider", "flaky")]);
+        assert_eq!(up(&metrics(&proxy).await), Some(1.0), "up before anything failed");
+        for _ in 0..3 {
+            assert_eq!(post_chat(&proxy, &chat_body(true)).await.header("x-baton-provider"), "spare");
+        }
+        let text = metrics(&proxy).await;
+        assert_eq!(up(&text), Some(0.0), "down after three failures in a row:\n{text}");
+        assert_eq!(sample(&text, "baton_provider_up", &[("provider", "spare")]), Some(1.0));
+        assert_eq!(
+            sample(&text, "baton_provider_outage_seconds_count", &[("provider", "flaky")]),
+            Some(0.0),
+            "still going"
+        );
+        assert_eq!(post_chat(&proxy, &chat_body(true)).await.header("x-baton-provider"), "flaky");
+        let text = metrics(&proxy).await;
+        assert_eq!(up(&text), Some(1.0), "up again at its next answer:\n{text}");
+        assert_eq!(sample(&text, "baton_provider_outage_seconds_count", &[("provider", "flaky")]), Some(1.0));
+        let within_a_minute = [("le", "60.0"), ("provider", "flaky")];
+        assert_eq!(sample(&text, "baton_provider_outage_seconds_bucket", &within_a_minute), Some(1.0));
     });
 }
 

@@ -308,7 +308,7 @@ impl Engine {
         match result {
             Ok(ttft) => {
                 health.record_ttft(ttft);
-                health.record_attempt(None);
+                health.record_attempt(None, false);
                 self.metrics.attempt(provider, "committed");
                 self.metrics.first_token(provider, ttft);
                 let ttft_ms = u64::try_from(ttft.as_millis()).unwrap_or(u64::MAX);
@@ -326,7 +326,7 @@ impl Engine {
             Err(failure) => {
                 let failure_class = failure.kind();
                 if !failure.is_skip() && !matches!(failure, Failure::Drill(_)) {
-                    health.record_attempt(Some(failure_class));
+                    health.record_attempt(Some(failure_class), failure.counts_against_provider());
                 }
                 self.metrics.attempt(provider, failure_class);
                 tracing::info!(

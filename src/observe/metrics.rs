@@ -32,6 +32,12 @@ pub const TOKENS: &str = "baton_tokens";
 pub const BREAKER_STATE: &str = "baton_breaker_state";
 /// Streams being relayed now, by provider.
 pub const INFLIGHT_STREAMS: &str = "baton_inflight_streams";
+/// Whether a provider is up, by provider: 0 while its breaker is open or
+/// after its own failures in a row, until its next answer.
+pub const PROVIDER_UP: &str = "baton_provider_up";
+/// How long each provider outage lasted, from going down to the next
+/// answer (MTTR), by provider.
+pub const PROVIDER_OUTAGE: &str = "baton_provider_outage_seconds";
 
 /// USD spent, by route, provider and client key (`-` for none): usage
 /// at the answering target's price (a float counter).
@@ -49,6 +55,10 @@ pub const STATE_BACKEND_UP: &str = "baton_state_backend_up";
 
 /// Histogram buckets from 10 ms to 60 s, in seconds.
 const BUCKETS: [f64; 13] = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0];
+
+/// Outage buckets from a second to a day, in seconds.
+const OUTAGE_BUCKETS: [f64; 13] =
+    [1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0, 21_600.0, 86_400.0];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RouteOutcome {
@@ -123,6 +133,8 @@ pub struct Metrics {
     tokens: Family<TokenLabels, Counter>,
     breaker_state: Family<ProviderLabel, Gauge>,
     inflight: Family<ProviderLabel, Gauge>,
+    provider_up: Family<ProviderLabel, Gauge>,
+    outages: Histograms<ProviderLabel>,
     client_faults: Family<KindLabel, Counter>,
     cost: Family<CostLabels, Counter<f64, AtomicU64>>,
     budget_exceeded: Family<BudgetLabels, Counter>,
@@ -149,6 +161,8 @@ impl Metrics {
         let tokens = Family::default();
         let breaker_state = Family::default();
         let inflight = Family::default();
+        let provider_up = Family::default();
+        let outages: Histograms<ProviderLabel> = Family::new_with_constructor(|| Histogram::new(OUTAGE_BUCKETS));
         let client_faults = Family::default();
         let cost = Family::default();
         let budget_exceeded = Family::default();
@@ -162,6 +176,8 @@ impl Metrics {
         registry.register(TOKENS, "Tokens by provider and direction", tokens.clone());
         registry.register(BREAKER_STATE, "Circuit breaker: 0 closed, 1 half-open, 2 open", breaker_state.clone());
         registry.register(INFLIGHT_STREAMS, "Streams being relayed now", inflight.clone());
+        registry.register(PROVIDER_UP, "Whether the provider is answering: 1 up, 0 down", provider_up.clone());
+        registry.register(PROVIDER_OUTAGE, "Provider outages, from down to the next answer", outages.clone());
         registry.register(CLIENT_FAULTS, "Clients that misbehaved, by kind", client_faults.clone());
         registry.register(COST_USD, "USD spent, by route, provider and client key", cost.clone());
         registry.register(BUDGET_EXCEEDED, "Requests that met a spent budget", budget_exceeded.clone());
@@ -176,6 +192,8 @@ impl Metrics {
             tokens,
             breaker_state,
             inflight,
+            provider_up,
+            outages,
             client_faults,
             cost,
             budget_exceeded,
@@ -262,6 +280,12 @@ impl Metrics {
             let label = ProviderLabel { provider: name.clone() };
             self.breaker_state.get_or_create(&label).set(state);
             self.inflight.get_or_create(&label).set(provider.inflight());
+            let (up, ended) = provider.take_outages();
+            self.provider_up.get_or_create(&label).set(i64::from(up));
+            let outages = self.outages.get_or_create(&label);
+            for outage in ended {
+                outages.observe(outage.as_secs_f64());
+            }
         }
         let mut text = String::new();
         if prometheus_client::encoding::text::encode(&mut text, &self.registry).is_err() {

@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
+use super::outage::Outages;
 use super::window::{MinuteWindow, Tally};
 use super::{Breaker, BreakerSettings};
 
@@ -28,6 +29,7 @@ pub struct ProviderHealth {
     ttft: Mutex<VecDeque<Duration>>,
     attempts: Mutex<MinuteWindow<Tally>>,
     last_failure: Mutex<Option<(&'static str, SystemTime)>>,
+    outages: Mutex<Outages>,
     inflight: AtomicI64,
 }
 
@@ -40,6 +42,7 @@ impl ProviderHealth {
             ttft: Mutex::new(VecDeque::with_capacity(TTFT_WINDOW)),
             attempts: Mutex::new(MinuteWindow::new()),
             last_failure: Mutex::new(None),
+            outages: Mutex::new(Outages::default()),
             inflight: AtomicI64::new(0),
         }
     }
@@ -84,13 +87,32 @@ impl ProviderHealth {
         (until > Instant::now()).then_some(until)
     }
 
-    /// Counts one attempt: a success, or a failure of class `failure`.
-    pub fn record_attempt(&self, failure: Option<&'static str>) {
+    /// Counts one attempt: a success, or a failure of class `failure`,
+    /// `own_fault` when it was the provider's (one the breaker is charged
+    /// for), which is what makes an outage.
+    pub fn record_attempt(&self, failure: Option<&'static str>, own_fault: bool) {
         if let Ok(mut attempts) = self.attempts.lock() {
             attempts.add(Tally { total: 1, ok: u64::from(failure.is_none()), failed: u64::from(failure.is_some()) });
         }
         if let (Some(class), Ok(mut last)) = (failure, self.last_failure.lock()) {
             *last = Some((class, SystemTime::now()));
+        }
+        if let Ok(mut outages) = self.outages.lock() {
+            match failure {
+                None => outages.answered(Instant::now()),
+                Some(_) if own_fault => outages.failed(Instant::now()),
+                Some(_) => {}
+            }
+        }
+    }
+
+    /// Whether the provider is up (see [`Outages`]), and the outages that
+    /// ended since the last call, for the metrics.
+    pub fn take_outages(&self) -> (bool, Vec<Duration>) {
+        let open = self.breaker.state() == super::BreakerState::Open;
+        match self.outages.lock() {
+            Ok(mut outages) => (outages.is_up(open, Instant::now()), outages.take_ended()),
+            Err(_) => (!open, Vec::new()),
         }
     }
 
@@ -222,7 +244,7 @@ mod tests {
     #[test]
     fn a_reload_keeps_the_state_of_providers_that_stay() {
         let health = Health::new([("kept", BreakerSettings::default()), ("gone", BreakerSettings::default())]);
-        health.provider("kept").record_attempt(Some("http_5xx"));
+        health.provider("kept").record_attempt(Some("http_5xx"), true);
         health.provider("kept").rate_limit_until(Instant::now() + Duration::from_secs(3600));
         health.reconcile([("kept", BreakerSettings::default()), ("new", BreakerSettings::default())]);
         let names: Vec<String> = health.providers().into_iter().map(|(name, _)| name).collect();

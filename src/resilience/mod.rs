@@ -4,6 +4,7 @@
 pub mod backoff;
 pub mod breaker;
 mod health;
+pub mod outage;
 pub mod window;
 
 pub use breaker::{Breaker, BreakerSettings, BreakerState, Permit};
