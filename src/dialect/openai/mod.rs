@@ -26,6 +26,8 @@ use crate::event::{Event, Usage};
 pub struct OpenAiChat;
 
 impl Dialect for OpenAiChat {
+    const NAME: &'static str = "openai_chat";
+
     type Options = Options;
     type Encoder = ChunkEncoder;
 
