@@ -582,6 +582,25 @@ fn retention_sweeps_old_rows_postgres() {
 }
 
 #[test]
+fn a_full_queue_drops_and_counts_and_never_waits() {
+    run(HARD_LIMIT, async {
+        let backend = Backend::sqlite("full");
+        let (records, counts) = open(&store_config(&backend.toml(), 30)).await;
+        // On this one-thread runtime the writer cannot run during the loop:
+        // the queue fills, and every row past it is dropped at once.
+        let offered = baton::store::QUEUE_ROWS + 3000;
+        for i in 0..offered {
+            records.record(row(&format!("r-{i}"), 0));
+        }
+        let overflow = u64::try_from(offered - baton::store::QUEUE_ROWS).unwrap();
+        assert_eq!(counts.dropped.load(Ordering::Relaxed), overflow, "past the queue: dropped and counted");
+        assert!(records.drain(Duration::from_secs(30)).await);
+        assert_eq!(counts.written.load(Ordering::Relaxed), u64::try_from(baton::store::QUEUE_ROWS).unwrap());
+        assert_eq!(counts.dropped.load(Ordering::Relaxed), overflow, "what was queued was written");
+    });
+}
+
+#[test]
 fn check_reports_the_store_and_its_schema() {
     run(HARD_LIMIT, async {
         let backend = Backend::sqlite("check");

@@ -99,13 +99,13 @@ async fn serve<D: Dialect>(
             state.engine().metrics().client_fault("body_timeout");
         }
     })?;
+    if let Some(recording) = recording.as_mut() {
+        recording.request_body(&body);
+    }
     // What a request holds while it waits for its first token is boxed or
     // freed: every request in flight holds it, and each nested future would
     // hold its own copy. The body is freed once parsed, unless the dialect
     // keeps it to send as it came.
-    if let Some(recording) = recording.as_mut() {
-        recording.request_body(&body);
-    }
     let Ingress { model, stream: streamed, request: parsed, options } = D::parse(body.into(), &head.headers)?;
     if let Some(recording) = recording.as_mut() {
         recording.row().model_asked = Some(model.clone());

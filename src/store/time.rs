@@ -79,8 +79,12 @@ fn parse_rfc3339(text: &str) -> Option<i64> {
                 _ => return None,
             };
             let (hours, minutes) = rest.get(1..)?.split_once(':')?;
+            let two_digits = |text: &str| text.len() == 2 && text.bytes().all(|b| b.is_ascii_digit());
+            if !two_digits(hours) || !two_digits(minutes) {
+                return None;
+            }
             let (hours, minutes): (i64, i64) = (hours.parse().ok()?, minutes.parse().ok()?);
-            if hours.to_string().len() > 2 || minutes > 59 {
+            if hours > 23 || minutes > 59 {
                 return None;
             }
             sign * (hours * 3_600_000 + minutes * 60_000)
