@@ -164,8 +164,15 @@ async fn every_request_leaves_a_row(backend: Backend) {
         request = request.header(name, value);
     }
     assert_eq!(request.body("{").send().await.expect("answers").status().as_u16(), 400);
+    let drill = [
+        ("authorization", "Bearer sk-web-0123456789abcdef"),
+        ("x-request-id", "row-drill"),
+        ("x-baton-drill", "primary=http_5xx"),
+        ("x-baton-admin-token", TOKEN),
+    ];
+    assert_eq!(post_with(&proxy, "/v1/chat/completions", &chat_body(false), &drill).await.status, 200);
 
-    let rows = rows_eventually(&proxy, "", 6).await;
+    let rows = rows_eventually(&proxy, "", 7).await;
     let failover = by_id(&rows, "row-failover");
     assert_eq!(
         (&failover["status"], &failover["outcome"], &failover["key"], &failover["route"], &failover["model_asked"]),
@@ -202,6 +209,10 @@ async fn every_request_leaves_a_row(backend: Backend) {
     let bad = by_id(&rows, "row-malformed");
     assert_eq!((&bad["status"], &bad["key"], &bad["model_asked"]), (&json!(400), &json!("web"), &Value::Null), "{bad}");
     assert_eq!(rows.iter().filter(|row| row["status"] == 401).count(), 2, "both keyless requests: {rows:?}");
+    let drilled = by_id(&rows, "row-drill");
+    let log = drilled["attempt_log"].as_array().expect("attempts");
+    assert_eq!((&log[0]["provider"], &log[0]["class"]), (&json!("primary"), &json!("drill")), "{drilled}");
+    assert_eq!((&drilled["provider"], &drilled["status"]), (&json!("secondary"), &json!(200)), "{drilled}");
 }
 
 #[test]
@@ -598,6 +609,35 @@ fn a_full_queue_drops_and_counts_and_never_waits() {
         assert_eq!(counts.written.load(Ordering::Relaxed), u64::try_from(baton::store::QUEUE_ROWS).unwrap());
         assert_eq!(counts.dropped.load(Ordering::Relaxed), overflow, "what was queued was written");
     });
+}
+
+/// Rows with and without a cost, alternating through the same one-row
+/// statement: a statement prepared with a missing cost must still take one.
+async fn a_cost_may_be_missing_or_not_from_row_to_row(backend: Backend) {
+    let (records, counts) = open(&store_config(&backend.toml(), 30)).await;
+    // Missing on every third: each connection of the pool meets both.
+    let cost = |i: u32| (!i.is_multiple_of(3)).then_some(0.25 * f64::from(i));
+    for i in 0..24 {
+        let mut row = row(&format!("c-{i}"), 0);
+        row.cost_usd = cost(i);
+        records.record(row);
+        assert!(records.drain(Duration::from_secs(10)).await);
+    }
+    assert_eq!((counts.written.load(Ordering::Relaxed), counts.dropped.load(Ordering::Relaxed)), (24, 0));
+    let db = records.db().expect("still up");
+    let page = baton::store::query::requests(&db, &Filter { limit: 100, ..Filter::default() }).await.expect("read");
+    let costs: Vec<Option<f64>> = page.data.iter().rev().map(|row| row["cost_usd"].as_f64()).collect();
+    assert_eq!(costs, (0..24).map(cost).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_cost_may_be_missing_or_not_from_row_to_row_sqlite() {
+    run(HARD_LIMIT, a_cost_may_be_missing_or_not_from_row_to_row(Backend::sqlite("costs")));
+}
+
+#[test]
+fn a_cost_may_be_missing_or_not_from_row_to_row_postgres() {
+    run(HARD_LIMIT, async { a_cost_may_be_missing_or_not_from_row_to_row(Backend::postgres().await).await });
 }
 
 #[test]

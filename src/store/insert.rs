@@ -36,6 +36,11 @@ const COLUMNS: [&str; 22] = [
 
 /// Values bound per row.
 const BOUND: usize = COLUMNS.len();
+/// Where `cost_usd` is among them. It is bound as text and cast: sqlx 0.9's
+/// `Any` driver sends a missing `f64` to PostgreSQL as a `float4`, so a
+/// statement first prepared with a missing cost then refused every row
+/// with one ("incorrect binary data format"); text is text either way.
+const COST: usize = 16;
 
 /// The most rows one statement carries: 512 × 22 values stays under
 /// SQLite's 32,766 bound variables and PostgreSQL's 65,535.
@@ -65,7 +70,7 @@ pub async fn insert(db: &Db, rows: &[RequestRow]) -> Result<(), DbError> {
                 .bind(row.usage.output_tokens.map(count))
                 .bind(row.usage.cached_input_tokens.map(count))
                 .bind(row.usage.reasoning_tokens.map(count))
-                .bind(row.cost_usd.filter(|usd| usd.is_finite()))
+                .bind(row.cost_usd.filter(|usd| usd.is_finite()).map(|usd| usd.to_string()))
                 .bind(row.outcome.clone())
                 .bind(i64::from(row.status))
                 .bind(row.trace_id.clone())
@@ -90,12 +95,18 @@ fn statement(rows: usize, flavor: Flavor) -> String {
             if column > 0 {
                 sql.push_str(", ");
             }
+            if column == COST {
+                sql.push_str("CAST(");
+            }
             match flavor {
                 Flavor::Sqlite => sql.push('?'),
                 Flavor::Postgres => {
                     sql.push('$');
                     sql.push_str(itoa::Buffer::new().format(row * BOUND + column + 1));
                 }
+            }
+            if column == COST {
+                sql.push_str(" AS DOUBLE PRECISION)");
             }
         }
         sql.push(')');
@@ -121,5 +132,7 @@ mod tests {
         let sqlite = statement(2, Flavor::Sqlite);
         assert_eq!(sqlite.matches('?').count(), 44, "{sqlite}");
         assert!(sqlite.ends_with("?, ?)") && !sqlite.contains('$'), "{sqlite}");
+        assert_eq!(COLUMNS[COST], "cost_usd");
+        assert!(sql.contains("CAST($17 AS DOUBLE PRECISION), $18") && sql.contains("CAST($39 AS"), "{sql}");
     }
 }
