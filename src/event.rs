@@ -195,4 +195,21 @@ pub struct Winner {
     pub target: usize,
     /// Request fields the winner was sent without (`unsupported_params = "drop"`).
     pub dropped: Vec<String>,
+    /// The attempts before the winner's, failed or passed over, in order
+    /// (empty, and free, when the first attempt won).
+    pub tried: Vec<Tried>,
+}
+
+/// One attempt that did not answer, as the request log keeps it: which
+/// target, and the failure class, never the provider's own words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tried {
+    /// The provider's configured name.
+    pub provider: String,
+    /// The upstream model.
+    pub model: String,
+    /// The failure class (`http_5xx`, `first_token_timeout`, `breaker_open`...).
+    pub class: &'static str,
+    /// Whether a request was sent (a candidate passed over was not).
+    pub sent: bool,
 }

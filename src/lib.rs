@@ -14,6 +14,7 @@ pub mod providers;
 pub mod request;
 pub mod resilience;
 pub mod state;
+pub mod store;
 
 pub use http::{AppState, app};
 

@@ -71,6 +71,10 @@ enum Command {
 
 /// How long stopping waits for the last spans to reach the collector.
 const TRACES_FLUSH_LIMIT: Duration = Duration::from_secs(5);
+/// How long stopping waits for the last request rows to reach the store.
+const RECORDS_DRAIN_LIMIT: Duration = Duration::from_secs(5);
+/// How long `baton check` waits for the store to answer.
+const CHECK_STORE_LIMIT: Duration = Duration::from_secs(5);
 
 /// The starter config `baton init` writes.
 const STARTER: &str = include_str!("starter.toml");
@@ -175,7 +179,7 @@ async fn main() -> ExitCode {
         Command::Serve { config, listen } => serve(&config, listen).await,
         Command::Demo { listen } => demo::run(listen).await,
         Command::Mock(args) => mock(args).await,
-        Command::Check { config } => check(&config),
+        Command::Check { config } => check(&config).await,
         Command::Init { out, force } => init(&out, force),
     };
     match result {
@@ -219,7 +223,7 @@ pub(crate) async fn serve_on(
     let workers = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
     tracing::info!(listen = %listener.local_addr()?, routes = config.routes.len(), workers, "baton is serving");
     let grace = config.shutdown_grace;
-    let mut state = AppState::new(config)?.with_traces()?;
+    let mut state = AppState::new(config)?.with_traces()?.with_records().await;
     if let Some(path) = path {
         state = state.with_config_path(path);
         tokio::spawn(reload_on_hangup(state.clone()));
@@ -230,7 +234,7 @@ pub(crate) async fn serve_on(
     let mut serving = tokio::task::spawn_blocking(move || baton::serve_threads(listener, state, workers, stopped));
     tokio::select! {
         served = &mut serving => {
-            flush_traces(&draining).await;
+            flush(&draining).await;
             return Ok(served??);
         }
         () = stop_requested() => {}
@@ -242,13 +246,18 @@ pub(crate) async fn serve_on(
     draining.drain(grace);
     let _ = stop.send(true);
     serving.await??;
-    flush_traces(&draining).await;
+    flush(&draining).await;
     tracing::info!("baton stopped");
     Ok(())
 }
 
-/// Exports the spans still waiting before the process ends.
-async fn flush_traces(state: &AppState) {
+/// Writes the request rows and exports the spans still waiting before the process ends.
+async fn flush(state: &AppState) {
+    if let Some(records) = state.records()
+        && !records.drain(RECORDS_DRAIN_LIMIT).await
+    {
+        tracing::warn!("request rows could not all be written before stopping");
+    }
     if !state.flush_traces(TRACES_FLUSH_LIMIT).await {
         tracing::warn!("traces could not all be exported before stopping");
     }
@@ -306,7 +315,7 @@ async fn mock(args: MockArgs) -> Result<(), AnyError> {
 }
 
 #[expect(clippy::print_stdout, reason = "check prints its report")]
-fn check(path: &std::path::Path) -> Result<(), AnyError> {
+async fn check(path: &std::path::Path) -> Result<(), AnyError> {
     let (config, warnings) = config::load_with_warnings(path)?;
     for warning in &warnings {
         println!("warning: {warning}");
@@ -315,6 +324,9 @@ fn check(path: &std::path::Path) -> Result<(), AnyError> {
     if let Some(telemetry) = &config.telemetry {
         println!("traces: to {} as service {:?}", telemetry.traces_endpoint, telemetry.service_name);
     }
+    println!("{}", tokio::time::timeout(CHECK_STORE_LIMIT, store_report(&config.store)).await.unwrap_or_else(|_| {
+        format!("store: {}: unreachable (no answer within {CHECK_STORE_LIMIT:?}); baton serves anyway and keeps no rows until it answers", config.store.backend_name())
+    }));
     for route in &config.routes {
         let aliases: String = route.aliases.iter().map(|alias| format!(", also {alias:?}")).collect();
         let idle = route.idle_timeout.as_millis();
@@ -339,6 +351,38 @@ fn check(path: &std::path::Path) -> Result<(), AnyError> {
         }
     }
     Ok(())
+}
+
+/// One line on the store: where it is, whether it answers, and whether
+/// its schema is this build's. Nothing is created or migrated.
+async fn store_report(store: &config::StoreConfig) -> String {
+    use baton::store::Db;
+    let place = match &store.backend {
+        config::StoreBackend::None => return "store: none (backend = \"none\"): no request log is kept".to_owned(),
+        config::StoreBackend::Sqlite { path } if !path.exists() => {
+            return format!("store: sqlite {}: not created yet; baton serve creates it", path.display());
+        }
+        config::StoreBackend::Sqlite { path } => format!("sqlite {}", path.display()),
+        config::StoreBackend::Postgres { .. } => "postgres".to_owned(),
+    };
+    let schema = match Db::connect_only(&store.backend).await {
+        Ok(db) => {
+            let schema = db.schema().await;
+            db.close().await;
+            schema
+        }
+        Err(err) => Err(err),
+    };
+    match schema {
+        Ok(version) if version.is_current() => {
+            format!("store: {place}: reachable, schema current (version {})", version.applied)
+        }
+        Ok(version) => format!(
+            "store: {place}: reachable, schema at version {} of {}: baton serve migrates it",
+            version.applied, version.embedded
+        ),
+        Err(err) => format!("store: {place}: unreachable ({err}); baton serve keeps no rows until it answers"),
+    }
 }
 
 #[expect(clippy::print_stdout, reason = "init says what it wrote and what is next")]

@@ -254,6 +254,32 @@ impl RequestGate {
         }
     }
 
+    /// Loads what the ledger says was spent before this start into the
+    /// windows budgets check (global, each key's, each route's), so a
+    /// restart resets no budget. The totals since start stay this run's.
+    pub fn seed(&self, spent: &[crate::store::Spent]) {
+        use crate::store::ledger::Resolution;
+        let now = Instant::now();
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        for entry in spent {
+            let windows: &[BudgetWindow] = match entry.resolution {
+                Resolution::Second => &[BudgetWindow::Minute],
+                Resolution::Minute => &[BudgetWindow::Hour, BudgetWindow::Day],
+            };
+            let usd = entry.usd;
+            if !(usd.is_finite() && usd > 0.0) {
+                continue;
+            }
+            state.global.add_past(usd, entry.age, windows, now);
+            if let Some(key) = &entry.key {
+                state.keys.entry(key.clone()).or_default().spend.add_past(usd, entry.age, windows, now);
+            }
+            if let Some(route) = &entry.route {
+                state.routes.entry(route.clone()).or_default().add_past(usd, entry.age, windows, now);
+            }
+        }
+    }
+
     /// Gives back the request and the `reserved` tokens `key`'s local
     /// limiters took for a request the shared limits then refused.
     pub(super) fn release(&self, key: &ClientKey, reserved: u64) {

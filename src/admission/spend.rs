@@ -15,6 +15,10 @@ use crate::config::{BudgetWindow, add_usd};
 const SLICES: u32 = 60;
 /// Slices summed: the window's, plus the one being filled.
 const KEPT: usize = SLICES as usize + 1;
+/// The index of the slice being filled at the window's origin: the `KEPT`
+/// slices before it exist, empty, so spend from before the start (read from
+/// the ledger) has somewhere to go.
+const FIRST: u64 = KEPT as u64;
 
 /// The spend of one scope over one window.
 #[derive(Debug, Clone)]
@@ -22,7 +26,7 @@ pub struct SpendWindow {
     origin: Instant,
     slice: Duration,
     spend: [f64; KEPT],
-    /// The slice being filled, counted in slices since `origin`.
+    /// The slice being filled, counted in slices since `origin`, from [`FIRST`].
     head: u64,
 }
 
@@ -30,7 +34,20 @@ impl SpendWindow {
     /// An empty window of `length`, sliding from now.
     pub fn new(length: Duration) -> Self {
         let slice = (length / SLICES).max(Duration::from_millis(1));
-        SpendWindow { origin: Instant::now(), slice, spend: [0.0; KEPT], head: 0 }
+        SpendWindow { origin: Instant::now(), slice, spend: [0.0; KEPT], head: FIRST }
+    }
+
+    /// Adds `usd` spent `age` before `now` (spend from before a restart),
+    /// into the slice it would have gone to then; spend older than the
+    /// window is ignored.
+    pub fn add_past(&mut self, usd: f64, age: Duration, now: Instant) {
+        self.advance(now);
+        let back = u64::try_from(age.as_nanos() / self.slice.as_nanos().max(1)).unwrap_or(u64::MAX);
+        if back >= KEPT as u64 {
+            return;
+        }
+        let bucket = &mut self.spend[slot(self.head - back)];
+        *bucket = add_usd(*bucket, usd);
     }
 
     /// Adds `usd` spent at `now`.
@@ -66,7 +83,7 @@ impl SpendWindow {
     /// Moves the window to `now`, clearing the slices that fell out.
     fn advance(&mut self, now: Instant) {
         let elapsed = now.saturating_duration_since(self.origin).as_nanos();
-        let index = u64::try_from(elapsed / self.slice.as_nanos().max(1)).unwrap_or(u64::MAX);
+        let index = u64::try_from(elapsed / self.slice.as_nanos().max(1)).unwrap_or(u64::MAX).saturating_add(FIRST);
         if index <= self.head {
             return;
         }
@@ -78,7 +95,7 @@ impl SpendWindow {
     }
 
     fn slice_start(&self, index: u64) -> Instant {
-        let offset = self.slice.saturating_mul(u32::try_from(index).unwrap_or(u32::MAX));
+        let offset = self.slice.saturating_mul(u32::try_from(index.saturating_sub(FIRST)).unwrap_or(u32::MAX));
         crate::core::later(self.origin, offset)
     }
 }
@@ -111,6 +128,14 @@ impl Spend {
     pub fn add(&mut self, usd: f64, now: Instant) {
         self.windows.iter_mut().for_each(|window| window.add(usd, now));
         self.total = add_usd(self.total, usd);
+    }
+
+    /// Adds `usd` spent `age` before `now` to the windows in `windows` (the
+    /// ledger's spend, read at start); the total stays this run's.
+    pub fn add_past(&mut self, usd: f64, age: Duration, windows: &[BudgetWindow], now: Instant) {
+        for window in windows {
+            self.windows[window.index()].add_past(usd, age, now);
+        }
     }
 
     /// What was spent over `window`, ending now.
@@ -202,6 +227,21 @@ mod tests {
         tokio::time::advance(MINUTE).await;
         assert!(spend.warn_due(BudgetWindow::Minute, Instant::now()));
         assert!(!spend.warn_due(BudgetWindow::Hour, Instant::now()));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn spend_from_before_the_start_leaves_when_it_would_have() {
+        let mut window = SpendWindow::new(MINUTE);
+        window.add_past(4.0, Duration::from_secs(50), Instant::now());
+        window.add_past(100.0, Duration::from_secs(62), Instant::now());
+        window.add(1.0, Instant::now());
+        assert_eq!(window.total(Instant::now()), 5.0, "what is over a minute old is not counted");
+        tokio::time::advance(Duration::from_secs(11)).await;
+        assert_eq!(window.total(Instant::now()), 1.0, "the past spend left ~60 s after it was made");
+        let mut spend = Spend::default();
+        spend.add_past(7.0, Duration::from_secs(1800), &[BudgetWindow::Hour, BudgetWindow::Day], Instant::now());
+        assert_eq!(spend.over(BudgetWindow::Minute, Instant::now()), 0.0, "only the windows named");
+        assert_eq!((spend.over(BudgetWindow::Hour, Instant::now()), spend.total()), (7.0, 0.0));
     }
 
     #[test]

@@ -8,6 +8,7 @@ mod raw;
 mod routing;
 mod secret;
 mod state;
+mod store;
 mod telemetry;
 mod top;
 mod validate;
@@ -23,6 +24,7 @@ use thiserror::Error;
 pub use money::{Budget, BudgetAction, BudgetScope, BudgetWindow, Budgets, Price, RequestCap, add_usd};
 pub use secret::Secret;
 pub use state::{DEFAULT_KEY_PREFIX, DEFAULT_REDIS_URL, DEFAULT_STATE_TIMEOUT, StateBackend, StateConfig};
+pub use store::{DEFAULT_RETENTION_DAYS, DEFAULT_STORE_FILE, StoreBackend, StoreConfig};
 pub use telemetry::{DEFAULT_SERVICE_NAME, Telemetry};
 
 pub use crate::resilience::BreakerSettings;
@@ -98,6 +100,8 @@ pub struct Config {
     pub state: StateConfig,
     /// Where traces are exported; `None` when they are off.
     pub telemetry: Option<Telemetry>,
+    /// Where the request log and the spend ledger are kept (`[store]`).
+    pub store: StoreConfig,
 }
 
 /// Who may call, and from where.
@@ -354,21 +358,33 @@ pub enum ConfigError {
 
 /// Reads and validates the config at `path`, resolving `${VAR}` from the process environment.
 pub fn load(path: &Path) -> Result<Config, ConfigError> {
-    let label = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: label.clone(), source })?;
-    parse(&text, &label, &|name| std::env::var(name).ok())
+    load_with_warnings(path).map(|(config, _)| config)
 }
 
-/// Validates config `text`; `label` names it in errors and `env` resolves `${VAR}`.
+/// Validates config `text`; `label` names it in errors and `env` resolves
+/// `${VAR}`. Text has no directory of its own: its store is off unless it
+/// names one.
 pub fn parse(text: &str, label: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
-    parse_with_warnings(text, label, env).map(|(config, _)| config)
+    parse_in(text, label, env, None)
+}
+
+/// [`parse`] for text that lives in `dir`, which relative paths (the
+/// SQLite store's) are read against.
+pub fn parse_in(
+    text: &str,
+    label: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+    dir: Option<&Path>,
+) -> Result<Config, ConfigError> {
+    parse_with_warnings_in(text, label, env, dir).map(|(config, _)| config)
 }
 
 /// [`load`], with the likely mistakes a valid config still has.
 pub fn load_with_warnings(path: &Path) -> Result<(Config, Vec<String>), ConfigError> {
     let label = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: label.clone(), source })?;
-    parse_with_warnings(&text, &label, &|name| std::env::var(name).ok())
+    let dir = path.parent().filter(|dir| !dir.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    parse_with_warnings_in(&text, &label, &|name| std::env::var(name).ok(), Some(dir))
 }
 
 /// [`parse`], with the likely mistakes a valid config still has: an
@@ -379,7 +395,17 @@ pub fn parse_with_warnings(
     label: &str,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<(Config, Vec<String>), ConfigError> {
-    let check = Checker { text, label, env };
+    parse_with_warnings_in(text, label, env, None)
+}
+
+/// [`parse_with_warnings`] for text that lives in `dir`.
+fn parse_with_warnings_in(
+    text: &str,
+    label: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+    dir: Option<&Path>,
+) -> Result<(Config, Vec<String>), ConfigError> {
+    let check = Checker { text, label, env, dir };
     let raw: RawConfig = toml::from_str(text).map_err(|err| {
         let line = err.span().map_or(1, |span| check.line(span.start));
         ConfigError::Invalid {
@@ -398,7 +424,9 @@ pub fn parse_with_warnings(
 fn key_of(text: &str, span: Option<std::ops::Range<usize>>) -> String {
     let Some(span) = span else { return "(file)".to_owned() };
     let spanned = text.get(span.clone()).unwrap_or_default().trim();
-    if !spanned.is_empty() && spanned.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '-') {
+    // A number is a value, not a key: `-1` is the bad value of the line's key.
+    let word = spanned.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '-');
+    if word && spanned.chars().any(|c| c.is_alphabetic() || c == '_') {
         return spanned.to_owned();
     }
     let line_start = text[..span.start.min(text.len())].rfind('\n').map_or(0, |i| i + 1);

@@ -24,6 +24,7 @@ pub(super) struct RawConfig {
     pub max_usd_per_request: Option<Spanned<f64>>,
     pub state: Option<Spanned<RawState>>,
     pub telemetry: Option<Spanned<super::telemetry::RawTelemetry>>,
+    pub store: Option<Spanned<super::store::RawStore>>,
     #[serde(default)]
     pub keys: Vec<Spanned<RawKey>>,
     #[serde(default)]

@@ -43,6 +43,7 @@ impl Top {
             budgets,
             state: self.state,
             telemetry: None,
+            store: super::StoreConfig::default_for(None),
         }
     }
 }

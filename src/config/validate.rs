@@ -17,6 +17,8 @@ pub(super) struct Checker<'a> {
     pub text: &'a str,
     pub label: &'a str,
     pub env: &'a dyn Fn(&str) -> Option<String>,
+    /// The config file's directory, when it came from a file.
+    pub dir: Option<&'a std::path::Path>,
 }
 
 impl Checker<'_> {
@@ -85,6 +87,7 @@ impl Checker<'_> {
             }
         }
         let telemetry = self.telemetry(raw.telemetry.as_ref()).map_err(|err| errors.push(err)).ok().flatten();
+        let store = self.store(raw.store.as_ref()).map_err(|err| errors.push(err)).ok();
         let mut key_budgets = Vec::new();
         let access = self.access(&raw, &routes, &mut key_budgets, &mut errors);
         let key_names: Vec<&str> = access.keys.keys().iter().map(|key| key.name.as_str()).collect();
@@ -103,9 +106,11 @@ impl Checker<'_> {
                 message: "the config has no [[routes]]: baton would have nothing to serve".to_owned(),
             });
         }
-        match (top, errors.len()) {
-            (Some(top), 0) => Ok(Config { telemetry, ..top.into_config(access, providers, routes, budgets) }),
-            (_, 1) => Err(errors.remove(0)),
+        match (top, store, errors.len()) {
+            (Some(top), Some(store), 0) => {
+                Ok(Config { telemetry, store, ..top.into_config(access, providers, routes, budgets) })
+            }
+            (_, _, 1) => Err(errors.remove(0)),
             _ => Err(ConfigError::Many(errors)),
         }
     }

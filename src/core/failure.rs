@@ -174,6 +174,18 @@ pub struct AttemptRecord {
     pub elapsed: Duration,
 }
 
+impl AttemptRecord {
+    /// The attempt as the request log keeps it.
+    pub fn tried(&self) -> crate::event::Tried {
+        crate::event::Tried {
+            provider: self.provider.clone(),
+            model: self.model.clone(),
+            class: self.failure.kind(),
+            sent: !self.failure.is_skip(),
+        }
+    }
+}
+
 /// Why a request got no answer; the HTTP layer turns it into a response.
 #[derive(Debug, Error)]
 pub enum ProxyError {
@@ -271,6 +283,15 @@ impl ProxyError {
             return None;
         }
         Some(attempts.iter().filter_map(|a| a.failure.retry_after()).min().unwrap_or(Duration::from_secs(1)))
+    }
+
+    /// The attempts made or passed over before the request gave up, in
+    /// order (none when nothing was tried, as when shutting down).
+    pub fn attempts(&self) -> &[AttemptRecord] {
+        match self {
+            ProxyError::AllFailed(attempts) | ProxyError::ContextLengthExceeded(attempts) => attempts,
+            _ => &[],
+        }
     }
 
     /// A short, bounded label for metrics and the error `code`.

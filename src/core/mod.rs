@@ -299,7 +299,9 @@ impl Engine {
             {
                 Ok(answer) => {
                     let provider = Arc::from(target.provider.name.as_str());
-                    let winner = Winner { provider, model: target.model.clone(), attempts, target: index, dropped };
+                    let tried = failed.records.iter().map(AttemptRecord::tried).collect();
+                    let model = target.model.clone();
+                    let winner = Winner { provider, model, attempts, target: index, dropped, tried };
                     return Ok((winner, answer));
                 }
                 Err(failure) => failed.records.push(AttemptRecord {

@@ -33,6 +33,9 @@ pub trait Dialect: Send + Sync + 'static {
     /// Writes one streamed answer in this dialect.
     type Encoder: Encoder;
 
+    /// The dialect's name in the request log (`openai_chat`, …).
+    const NAME: &'static str;
+
     /// Checks a request body and turns it into the normalised request; a body
     /// the dialect cannot take is a 400 saying why. The headers carry what
     /// belongs to the dialect's API beside the body (`anthropic-beta`).

@@ -32,7 +32,7 @@ pub fn drills(headers: &HeaderMap, config: &Config) -> Result<Drills, ApiError> 
 /// Checks the admin credential for `what`. Without a configured token, an
 /// action that `needs_token` is refused, and any other is open on a
 /// loopback address and disabled on any other.
-fn authorize(headers: &HeaderMap, config: &Config, what: &str, needs_token: bool) -> Result<(), ApiError> {
+pub(super) fn authorize(headers: &HeaderMap, config: &Config, what: &str, needs_token: bool) -> Result<(), ApiError> {
     let Some(expected) = &config.admin_token else {
         // Open without a token only where nobody else can reach it.
         return if needs_token || !config.listen.ip().is_loopback() {
@@ -101,8 +101,13 @@ pub(super) async fn status(State(state): State<AppState>, headers: HeaderMap) ->
         "backend": config.state.backend_name(),
         "reachable": state.store().is_none_or(|store| store.is_up()),
     });
+    let store = json!({
+        "backend": config.store.backend_name(),
+        "up": state.records().map(crate::store::Records::is_up),
+    });
     Ok(Json(json!({
         "state": shared,
+        "store": store,
         "providers": providers,
         "routes": routes,
         "keys": keys,

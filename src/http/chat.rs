@@ -16,14 +16,15 @@ use futures_util::{FutureExt, StreamExt};
 use super::error::{self, stream_failure};
 use super::panic::{Guarded, GuardedStream};
 use super::stall::ClientStall;
-use super::{AppState, admin};
+use super::{AppState, admin, recording};
 use crate::access::{ClientKey, Denied};
 use crate::config::{Config, Route};
-use crate::core::{Call, CommittedStream, Failure, ProxyError, Winner};
+use crate::core::{AttemptRecord, Call, CommittedStream, Failure, ProxyError, Winner};
 use crate::dialect::{ApiError, Dialect, Encoder, Ingress};
 use crate::event::Event;
 use crate::observe::RequestWatch;
 use crate::observe::traces::TraceStart;
+use crate::store::Recording;
 
 /// How much of the answer may leave in one write when events arrive together.
 const COALESCE_BYTES: usize = 16 * 1024;
@@ -39,7 +40,9 @@ const DOWNGRADED: &str = "x-baton-downgraded";
 pub(super) async fn chat<D: Dialect>(State(state): State<AppState>, request: Request) -> Response {
     let id = request_id(request.headers());
     let mut trace = state.tracer().map(|tracer| tracer.begin(request.headers()));
-    let served = Guarded::new(serve::<D>(&state, Arc::clone(&id), request, &mut trace)).await.unwrap_or_else(|panic| {
+    let mut recording = recording::begin::<D>(&state, &id, request.headers());
+    let serving = serve::<D>(&state, Arc::clone(&id), request, &mut trace, &mut recording);
+    let served = Guarded::new(serving).await.unwrap_or_else(|panic| {
         tracing::error!(request_id = %id, panic = %panic, "request panicked");
         state.engine().metrics().client_fault("panic");
         Err(ApiError::internal())
@@ -50,6 +53,9 @@ pub(super) async fn chat<D: Dialect>(State(state): State<AppState>, request: Req
             // Refused before a route took the trace: the request still gets its span.
             if let Some(trace) = trace.take() {
                 trace.refused(err.code(), err.status().as_u16());
+            }
+            if let Some(recording) = recording.take() {
+                recording::refused(recording, &err);
             }
             error::respond::<D>(err)
         }
@@ -69,15 +75,20 @@ fn request_id(headers: &HeaderMap) -> Arc<str> {
     }
 }
 
-/// Serves one request; `trace` is taken once the request has a route.
+/// Serves one request; `trace` and `recording` are taken once the request
+/// has a route, and the row is told who asked for what until then.
 async fn serve<D: Dialect>(
     state: &AppState,
     id: Arc<str>,
     request: Request,
     trace: &mut Option<TraceStart>,
+    recording: &mut Option<Recording>,
 ) -> Result<Response, ApiError> {
     let config = state.config();
     let key = config.access.keys.identify(request.headers()).map_err(ApiError::denied)?;
+    if let (Some(recording), Some(key)) = (recording.as_mut(), key) {
+        recording.row().key = Some(key.name.clone());
+    }
     json_body(request.headers())?;
     let drills = admin::drills(request.headers(), &config)?;
     let stall = request.extensions().get::<ClientStall>().cloned();
@@ -88,11 +99,17 @@ async fn serve<D: Dialect>(
             state.engine().metrics().client_fault("body_timeout");
         }
     })?;
+    if let Some(recording) = recording.as_mut() {
+        recording.request_body(&body);
+    }
     // What a request holds while it waits for its first token is boxed or
     // freed: every request in flight holds it, and each nested future would
     // hold its own copy. The body is freed once parsed, unless the dialect
     // keeps it to send as it came.
     let Ingress { model, stream: streamed, request: parsed, options } = D::parse(body.into(), &head.headers)?;
+    if let Some(recording) = recording.as_mut() {
+        recording.row().model_asked = Some(model.clone());
+    }
     drop(head);
     let request = Box::new(parsed);
     let route = route_for(&config, key, &model)?;
@@ -107,7 +124,13 @@ async fn serve<D: Dialect>(
     if let Some(trace) = trace.take() {
         watch.traced(trace.request(&model, &served.model));
     }
-    let admitted = admitted.inspect_err(|refusal| watch.end(refusal.kind()))?;
+    watch.recorded(recording.take());
+    let admitted = admitted.map_err(|refusal| {
+        let kind = refusal.kind();
+        let err = ApiError::from(refusal);
+        watch.failed(kind, err.status().as_u16(), Vec::new());
+        err
+    })?;
     watch.settle_with(Box::new(admitted.ticket));
     if let Some(from) = &admitted.downgraded_from {
         watch.downgraded(from);
@@ -166,7 +189,7 @@ async fn stream<D: Dialect>(
         committed = engine.stream(route, call) => committed,
         () = state.drained() => Err(ProxyError::ShuttingDown),
     };
-    let committed = committed.inspect_err(|err| watch.end(err.kind()))?;
+    let committed = committed.inspect_err(|err| failed(&mut watch, err))?;
     let price = route.targets.get(committed.winner.target).and_then(|target| target.price);
     watch.committed(&committed.winner, price, Some(engine.health().provider(&committed.winner.provider)));
     let encoder = D::encoder(&committed.winner.model, options);
@@ -193,12 +216,14 @@ async fn complete<D: Dialect>(
         completed = state.engine().complete(route, call) => completed,
         () = state.drained() => Err(ProxyError::ShuttingDown),
     };
-    let completed = completed.inspect_err(|err| watch.end(err.kind()))?;
+    let completed = completed.inspect_err(|err| failed(&mut watch, err))?;
     let price = route.targets.get(completed.winner.target).and_then(|target| target.price);
     watch.committed(&completed.winner, price, None);
     for event in &completed.events {
-        if let Event::Usage(usage) = event {
-            watch.usage(*usage);
+        match event {
+            Event::Usage(usage) => watch.usage(*usage),
+            Event::Text(text) => watch.answer_text(text),
+            _ => {}
         }
     }
     watch.end("ok");
@@ -231,8 +256,10 @@ fn sse_body<E: Encoder>(
         loop {
             match next {
                 Some(Ok(event)) => {
-                    if let Event::Usage(usage) = &event {
-                        watch.usage(*usage);
+                    match &event {
+                        Event::Usage(usage) => watch.usage(*usage),
+                        Event::Text(text) => watch.answer_text(text),
+                        _ => {}
                     }
                     encoder.write_event(event, &mut out);
                 }
@@ -264,6 +291,14 @@ fn sse_body<E: Encoder>(
         }
         Some((Ok(out.freeze()), Some((events, encoder, watch, drained))))
     })
+}
+
+/// The request got no answer: its watch hears why, with each attempt for
+/// the request log when it keeps one.
+fn failed(watch: &mut RequestWatch, err: &ProxyError) {
+    let tried =
+        if watch.is_recording() { err.attempts().iter().map(AttemptRecord::tried).collect() } else { Vec::new() };
+    watch.failed(err.kind(), err.status(), tried);
 }
 
 fn winner_headers(headers: &mut HeaderMap, winner: &Winner) {

@@ -11,6 +11,8 @@ mod cors;
 mod error;
 mod panic;
 mod parse_errors;
+mod recording;
+mod records;
 pub mod server;
 mod stall;
 mod state;
@@ -48,6 +50,8 @@ pub fn app(state: AppState) -> Router {
         .route("/metrics", get(metrics))
         .route("/admin/status", get(admin::status))
         .route("/admin/reload", post(admin::reload))
+        .route("/admin/requests", get(records::requests))
+        .route("/admin/spend", get(records::spend))
         .fallback(|request: Request| async move { edge_error(&request, ApiError::not_found(request.uri().path())) })
         .method_not_allowed_fallback(|request: Request| async move {
             edge_error(&request, ApiError::method_not_allowed(request.method().as_str(), request.uri().path()))

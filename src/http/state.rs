@@ -16,6 +16,12 @@ use crate::observe::RouteStats;
 use crate::observe::traces::{TraceError, Tracer};
 use crate::providers::client::ClientError;
 use crate::state::Store;
+use crate::store::Records;
+
+/// How long starting waits for the store to open and hand over the spend
+/// budgets must start from; past it baton serves anyway, and the budgets
+/// take that spend in when the store opens.
+const STORE_START_WAIT: Duration = Duration::from_secs(5);
 
 /// The proxy's shared state.
 #[derive(Clone)]
@@ -29,6 +35,7 @@ pub struct AppState {
     drain: watch::Sender<Option<Instant>>,
     tracer: Option<Arc<Tracer>>,
     bodies: super::body::BodyBudget,
+    records: Option<Records>,
 }
 
 impl AppState {
@@ -52,7 +59,41 @@ impl AppState {
             routes: Arc::new(RouteStats::default()),
             drain: watch::Sender::new(None),
             tracer: None,
+            records: None,
         })
+    }
+
+    /// Starts the request log the config's `[store]` asks for (from inside a
+    /// tokio runtime, where its writer then runs), and loads the budgets'
+    /// windows from its ledger. It waits for the first attempt to open the
+    /// database (five seconds at most); if that fails, it serves anyway and
+    /// the budgets take the ledger's spend in when the store opens.
+    pub async fn with_records(mut self) -> Self {
+        let signals: Arc<dyn crate::store::StoreSignals> = Arc::clone(self.engine.metrics()) as _;
+        let Some((records, started)) = Records::start(&self.config(), signals) else { return self };
+        let gate = Arc::clone(&self.gate);
+        let seeding = tokio::spawn(async move {
+            if let Ok(spent) = started.spent.await {
+                gate.seed(&spent);
+            }
+        });
+        match tokio::time::timeout(STORE_START_WAIT, started.first_open).await {
+            Ok(Ok(true)) => {
+                // The ledger's spend was sent before the first open was told.
+                let _ = tokio::time::timeout(STORE_START_WAIT, seeding).await;
+            }
+            Ok(_) => tracing::warn!("serving without the store for now: budgets count from this start until it opens"),
+            Err(_) => {
+                tracing::warn!("the store has not opened yet; serving, with budgets from this start until it does")
+            }
+        }
+        self.records = Some(records);
+        self
+    }
+
+    /// The request log, when the config keeps one.
+    pub fn records(&self) -> Option<&Records> {
+        self.records.as_ref()
     }
 
     /// The bytes request bodies may hold at once.
@@ -147,6 +188,13 @@ impl AppState {
         if next.state != current.state {
             tracing::warn!("a new [state] takes effect only on restart");
             next.state = current.state.clone();
+        }
+        if next.store != current.store {
+            tracing::warn!("a new [store] takes effect only on restart");
+            next.store = current.store.clone();
+        }
+        if let Some(records) = &self.records {
+            records.redact_with(&next);
         }
         if next.telemetry != current.telemetry {
             tracing::warn!("a new [telemetry] takes effect only on restart");

@@ -53,6 +53,14 @@ pub const CLIENT_FAULTS: &str = "baton_client_faults";
 /// backend), 0 while each replica falls back to its local state.
 pub const STATE_BACKEND_UP: &str = "baton_state_backend_up";
 
+/// Request rows the store could not keep: a full queue, or a database down.
+pub const RECORDS_DROPPED: &str = "baton_records_dropped";
+/// Request rows the store wrote.
+pub const RECORDS_WRITTEN: &str = "baton_records_written";
+/// Whether the store's database answers: 1 yes (always, with `backend =
+/// "none"`), 0 while rows are dropped.
+pub const STORE_UP: &str = "baton_store_up";
+
 /// Histogram buckets from 10 ms to 60 s, in seconds.
 const BUCKETS: [f64; 13] = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0];
 
@@ -139,6 +147,9 @@ pub struct Metrics {
     cost: Family<CostLabels, Counter<f64, AtomicU64>>,
     budget_exceeded: Family<BudgetLabels, Counter>,
     state_backend_up: Gauge,
+    records_dropped: Counter,
+    records_written: Counter,
+    store_up: Gauge,
     /// When a client fault was last logged, per kind, so a flood logs a line a second.
     fault_logged: Mutex<HashMap<&'static str, Instant>>,
 }
@@ -168,6 +179,8 @@ impl Metrics {
         let budget_exceeded = Family::default();
         let state_backend_up = Gauge::default();
         state_backend_up.set(1);
+        let (records_dropped, records_written, store_up) = (Counter::default(), Counter::default(), Gauge::default());
+        store_up.set(1);
         registry.register(REQUESTS, "Requests by route and outcome", requests.clone());
         registry.register(ATTEMPTS, "Upstream attempts by provider and outcome", attempts.clone());
         registry.register(FAILOVERS, "Moves to the next provider, by reason", failovers.clone());
@@ -182,6 +195,9 @@ impl Metrics {
         registry.register(COST_USD, "USD spent, by route, provider and client key", cost.clone());
         registry.register(BUDGET_EXCEEDED, "Requests that met a spent budget", budget_exceeded.clone());
         registry.register(STATE_BACKEND_UP, "Whether the shared state store answers", state_backend_up.clone());
+        registry.register(RECORDS_DROPPED, "Request rows the store could not keep", records_dropped.clone());
+        registry.register(RECORDS_WRITTEN, "Request rows the store wrote", records_written.clone());
+        registry.register(STORE_UP, "Whether the store's database answers", store_up.clone());
         Metrics {
             registry,
             requests,
@@ -198,6 +214,9 @@ impl Metrics {
             cost,
             budget_exceeded,
             state_backend_up,
+            records_dropped,
+            records_written,
+            store_up,
             fault_logged: Mutex::new(HashMap::new()),
         }
     }
@@ -292,5 +311,19 @@ impl Metrics {
             text.clear();
         }
         text
+    }
+}
+
+impl crate::store::StoreSignals for Metrics {
+    fn records_dropped(&self, rows: u64) {
+        self.records_dropped.inc_by(rows);
+    }
+
+    fn records_written(&self, rows: u64) {
+        self.records_written.inc_by(rows);
+    }
+
+    fn store_up(&self, up: bool) {
+        self.store_up.set(i64::from(up));
     }
 }

@@ -10,14 +10,17 @@ use tokio::time::Instant;
 use super::traces::{RequestEnd, TraceHandle};
 use super::{Metrics, RouteStats};
 use crate::config::Price;
-use crate::event::Usage;
-use crate::event::Winner;
+use crate::event::{Tried, Usage, Winner};
 use crate::resilience::{ProviderHealth, Tally};
+use crate::store::Recording;
 
 /// How a request ended when nothing else was said: the client went away.
 const CLIENT_DISCONNECT: &str = "client_disconnect";
 /// How a request ended when its client stopped reading for the stall timeout.
 const CLIENT_STALLED: &str = "client_stalled";
+/// The status the request log gives a request that ended before any
+/// answer or error was sent (its client left): nginx's "client closed request".
+const CLIENT_CLOSED: u16 = 499;
 
 /// The key label and log value of a request that presented no client key.
 pub const NO_KEY: &str = "-";
@@ -65,6 +68,12 @@ pub struct RequestWatch {
     downgraded_from: Option<String>,
     settle: Option<Box<dyn Settle>>,
     trace: TraceHandle,
+    /// The request's row in the request log, sent when the watch ends.
+    recording: Option<Recording>,
+    /// The status the client got, when the request ended with an error.
+    status: Option<u16>,
+    /// The attempts that did not answer, when no attempt did.
+    tried: Vec<Tried>,
 }
 
 impl RequestWatch {
@@ -87,7 +96,36 @@ impl RequestWatch {
             downgraded_from: None,
             settle: None,
             trace: TraceHandle::default(),
+            recording: None,
+            status: None,
+            tried: Vec::new(),
         }
+    }
+
+    /// The request's row in the request log, completed and sent when the
+    /// watch ends (none: the store keeps nothing).
+    pub fn recorded(&mut self, recording: Option<Recording>) {
+        self.recording = recording;
+    }
+
+    /// Whether the request has a row to fill: only then is anything gathered for it.
+    pub fn is_recording(&self) -> bool {
+        self.recording.is_some()
+    }
+
+    /// The answer's text so far, for a row that keeps bodies.
+    pub fn answer_text(&mut self, text: &str) {
+        if let Some(recording) = &mut self.recording {
+            recording.answer(text);
+        }
+    }
+
+    /// The request ended as `outcome` with an error of HTTP `status`,
+    /// after the attempts `tried` (none when nothing was tried).
+    pub fn failed(&mut self, outcome: &'static str, status: u16, tried: Vec<Tried>) {
+        self.end(outcome);
+        self.status.get_or_insert(status);
+        self.tried = tried;
     }
 
     /// The client key the request presented, by name.
@@ -185,6 +223,35 @@ impl Drop for RequestWatch {
             let answered_by = self.winner.as_ref().map(|winner| (&*winner.provider, winner.model.as_str()));
             let first_token = self.first_token;
             self.trace.end(&RequestEnd { outcome, answered_by, attempts, usage: self.usage, first_token });
+        }
+        if let Some(mut recording) = self.recording.take() {
+            let row = recording.row();
+            row.key = key.map(str::to_owned);
+            row.route = Some(self.route.clone());
+            match &self.winner {
+                Some(winner) => {
+                    row.provider = Some(winner.provider.to_string());
+                    row.model = Some(winner.model.clone());
+                    row.attempts = winner.attempts;
+                    row.tried = winner.tried.clone();
+                    row.status = 200;
+                }
+                None => {
+                    row.tried = std::mem::take(&mut self.tried);
+                    let sent = row.tried.iter().filter(|tried| tried.sent).count();
+                    row.attempts = u32::try_from(sent).unwrap_or(u32::MAX);
+                    row.status = self.status.unwrap_or(CLIENT_CLOSED);
+                }
+            }
+            row.ttft_ms = self.first_token.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+            row.duration_ms = u64::try_from(latency.as_millis()).unwrap_or(u64::MAX);
+            row.usage = self.usage;
+            row.cost_usd = cost_usd;
+            outcome.clone_into(&mut row.outcome);
+            if row.trace_id.is_none() {
+                row.trace_id = self.trace.trace_id();
+            }
+            recording.finish();
         }
         let failed_over = attempts > 1;
         let answered = self.winner.is_some() && outcome == "ok";

@@ -10,6 +10,7 @@ mod client;
 mod config_text;
 pub mod matrix;
 mod mock;
+pub mod postgres;
 mod proxy;
 pub mod raw;
 

@@ -33,6 +33,12 @@ impl Proxy {
         Self::serve(AppState::new(config).expect("state").with_config_path(path.to_owned())).await
     }
 
+    /// Starts a proxy keeping the request log its config's `[store]` names.
+    pub async fn start_recorded(config: config::Config) -> (Proxy, AppState) {
+        let state = AppState::new(config).expect("state").with_records().await;
+        (Self::serve(state.clone()).await, state)
+    }
+
     async fn serve(state: AppState) -> Proxy {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
         let addr = listener.local_addr().expect("proxy addr");

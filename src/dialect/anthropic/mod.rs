@@ -25,6 +25,8 @@ use crate::event::{Event, FinishReason, Usage};
 pub struct AnthropicMessages;
 
 impl Dialect for AnthropicMessages {
+    const NAME: &'static str = "anthropic_messages";
+
     type Options = ();
     type Encoder = MessageEncoder;
 

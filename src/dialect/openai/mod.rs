@@ -27,6 +27,8 @@ use crate::request::Native;
 pub struct OpenAiChat;
 
 impl Dialect for OpenAiChat {
+    const NAME: &'static str = "openai_chat";
+
     type Options = Options;
     type Encoder = ChunkEncoder;
 

@@ -31,6 +31,8 @@ pub struct Options {
 }
 
 impl Dialect for OpenAiResponses {
+    const NAME: &'static str = "openai_responses";
+
     type Options = Options;
     type Encoder = ResponseEncoder;
 

@@ -229,6 +229,12 @@ impl TraceHandle {
         self.0.is_some()
     }
 
+    /// The W3C trace id the request's span belongs to (32 hex digits), when traced.
+    pub fn trace_id(&self) -> Option<String> {
+        let traced = self.0.as_ref()?;
+        Some(traced.cx.span().span_context().trace_id().to_string())
+    }
+
     /// Records one attempt that was never sent (a target passed over) as
     /// a child of the request span, ending now.
     pub fn attempt(&self, attempt: AttemptTrace<'_>) {
