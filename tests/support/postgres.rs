@@ -1,68 +1,146 @@
-//! A throwaway PostgreSQL database per test, on the server at
-//! 127.0.0.1:5432 (trust auth, user `postgres`): created with a random
-//! name, dropped when the test lets go of it, whether it passed or not.
-//! No server is a failure, not a skip: CI provides one.
+//! A PostgreSQL server of one test's own: a throwaway data directory made
+//! by `initdb`, the server on a free loopback port, both gone when the test
+//! lets go of it, whether it passed or not. Another's databases are never
+//! touched. PostgreSQL refuses to run as root, so the server runs as the
+//! `postgres` user when the test runs as root. No PostgreSQL installed is a
+//! failure, not a skip: CI installs it.
 
-use sqlx::Connection;
-use sqlx::postgres::PgConnection;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
-/// The server's maintenance database, from which the others are made.
-const ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+/// How long a server may take to accept connections after it starts.
+const START_LIMIT: Duration = Duration::from_secs(30);
 
-/// A database of one test's own.
+/// The database the store's tests use inside their server.
+const DATABASE: &str = "baton";
+
+/// A running server of this test's own, and its database.
 pub struct TempDb {
-    name: String,
+    dir: PathBuf,
+    port: u16,
+    server: Option<Child>,
 }
 
 impl TempDb {
-    /// Creates `baton_test_<random>`.
+    /// Makes a data directory, starts a server on it and creates the database.
     pub async fn create() -> TempDb {
-        let name = format!("baton_test_{:016x}", fastrand::u64(..));
-        let mut admin = PgConnection::connect(ADMIN_URL)
-            .await
-            .expect("PostgreSQL at 127.0.0.1:5432 (user postgres, trust auth) must be running for these tests");
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&mut admin)
-            .await
-            .expect("create database");
-        let _ = admin.close().await;
-        TempDb { name }
+        tokio::task::spawn_blocking(|| {
+            let dir = std::env::temp_dir().join(format!("baton-pg-{:016x}", fastrand::u64(..)));
+            std::fs::create_dir_all(&dir).expect("a data directory");
+            if is_root() {
+                let status = Command::new("chown").args(["-R", "postgres:postgres"]).arg(&dir).status();
+                assert!(status.is_ok_and(|status| status.success()), "chown the data directory");
+            }
+            let data = dir.join("data").display().to_string();
+            let initdb = as_postgres(&bin("initdb"))
+                .args(["-D", &data, "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8"])
+                .stdout(Stdio::null())
+                .status()
+                .expect("initdb runs (is PostgreSQL installed?)");
+            assert!(initdb.success(), "initdb failed");
+            let port = free_port();
+            let server = Some(start(&dir, port));
+            let created = as_postgres(&bin("createdb"))
+                .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-U", "postgres", DATABASE])
+                .status()
+                .expect("createdb runs");
+            assert!(created.success(), "createdb failed");
+            TempDb { dir, port, server }
+        })
+        .await
+        .expect("the server starts")
     }
 
     /// The URL baton's `[store]` takes.
     pub fn url(&self) -> String {
-        format!("postgres://postgres@127.0.0.1:5432/{}", self.name)
+        format!("postgres://postgres@127.0.0.1:{}/{DATABASE}", self.port)
     }
 
-    /// Creates the database again (empty) after [`TempDb::drop_now`]: the store's database back.
-    pub async fn recreate(&self) {
-        let mut admin = PgConnection::connect(ADMIN_URL).await.expect("PostgreSQL answers");
-        let sql = format!("CREATE DATABASE {}", self.name);
-        sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(&mut admin).await.expect("create database");
-        let _ = admin.close().await;
+    /// Stops the server at once, as a crash would: the store's database gone.
+    pub fn stop(&mut self) {
+        if let Some(mut server) = self.server.take() {
+            let _ = server.kill();
+            let _ = server.wait();
+        }
     }
 
-    /// Drops the database now, with its connections: the store's database gone.
-    pub async fn drop_now(&self) {
-        drop_database(&self.name).await;
+    /// Starts the server again on its port and data: the database back.
+    pub async fn restart(&mut self) {
+        let (dir, port) = (self.dir.clone(), self.port);
+        let server = tokio::task::spawn_blocking(move || start(&dir, port)).await.expect("the server starts again");
+        self.server = Some(server);
     }
 }
 
-async fn drop_database(name: &str) {
-    let mut admin = PgConnection::connect(ADMIN_URL).await.expect("PostgreSQL answers");
-    let sql = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
-    sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(&mut admin).await.expect("drop database");
-    let _ = admin.close().await;
+/// Starts the server on `dir`'s data at `port` and waits until it takes logins.
+fn start(dir: &Path, port: u16) -> Child {
+    let data = dir.join("data");
+    // A killed server leaves its pid file behind; with the process gone it is safe to remove.
+    let _ = std::fs::remove_file(data.join("postmaster.pid"));
+    let server = as_postgres(&bin("postgres"))
+        .arg("-D")
+        .arg(&data)
+        .args(["-p", &port.to_string(), "-c", "listen_addresses=127.0.0.1", "-k"])
+        .arg(dir)
+        .args(["-c", "fsync=off", "-c", "max_connections=50"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("postgres starts");
+    let started = Instant::now();
+    let ready = || {
+        as_postgres(&bin("pg_isready"))
+            .args(["-q", "-h", "127.0.0.1", "-p", &port.to_string()])
+            .status()
+            .is_ok_and(|status| status.success())
+    };
+    while !ready() {
+        assert!(started.elapsed() < START_LIMIT, "PostgreSQL did not take logins within {START_LIMIT:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    server
+}
+
+/// `program`, run as `postgres` when this test runs as root: PostgreSQL
+/// refuses root. `setpriv` executes it in place, so killing the child
+/// kills the server itself.
+fn as_postgres(program: &Path) -> Command {
+    if is_root() {
+        let mut command = Command::new("setpriv");
+        command.args(["--reuid=postgres", "--regid=postgres", "--init-groups"]).arg(program);
+        command
+    } else {
+        Command::new(program)
+    }
 }
 
 impl Drop for TempDb {
     fn drop(&mut self) {
-        let name = self.name.clone();
-        // The test's runtime may be gone or busy: drop it from a runtime of its own.
-        let dropped = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-            runtime.block_on(drop_database(&name));
-        });
-        let _ = dropped.join();
+        self.stop();
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// A PostgreSQL program, from the newest server installed.
+fn bin(name: &str) -> PathBuf {
+    let root = Path::new("/usr/lib/postgresql");
+    let mut versions: Vec<PathBuf> = std::fs::read_dir(root)
+        .map(|dir| dir.filter_map(|entry| entry.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    versions.sort();
+    match versions.last() {
+        Some(version) => version.join("bin").join(name),
+        None => PathBuf::from(name),
+    }
+}
+
+fn is_root() -> bool {
+    Command::new("id").arg("-u").output().is_ok_and(|out| out.stdout.starts_with(b"0\n"))
+}
+
+fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("a free port");
+    listener.local_addr().expect("its address").port()
 }
