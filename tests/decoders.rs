@@ -100,17 +100,22 @@ async fn openai_text_with_usage() {
     cut_before(ProviderKind::OpenAi, "text", "\"finish_reason\":\"stop\"").await;
 }
 
+/// The fixtures' one call: `get_weather`, with `arguments` in fragments, then the end.
+fn assert_one_weather_call(events: &[Event], arguments: &str) {
+    let calls = tool_calls(events);
+    assert_eq!(calls[0].id.as_deref(), Some("call_DdmO9pD3xa9XTPNJ32zg2hcA"));
+    assert_eq!(calls[0].name.as_deref(), Some("get_weather"));
+    let streamed: String = calls.iter().map(|c| c.arguments.as_str()).collect();
+    assert_eq!(streamed, arguments);
+    assert!(calls.iter().all(|c| c.index == 0));
+    assert_eq!(finish(events), vec![FinishReason::ToolCalls]);
+}
+
 #[tokio::test]
 async fn openai_tool_call() {
     let (events, error) = replay(ProviderKind::OpenAi, "tool_call").await;
     assert_eq!(error, None);
-    let calls = tool_calls(&events);
-    assert_eq!(calls[0].id.as_deref(), Some("call_DdmO9pD3xa9XTPNJ32zg2hcA"));
-    assert_eq!(calls[0].name.as_deref(), Some("get_weather"));
-    let arguments: String = calls.iter().map(|c| c.arguments.as_str()).collect();
-    assert_eq!(arguments, r#"{"location": "Paris, France"}"#);
-    assert!(calls.iter().all(|c| c.index == 0));
-    assert_eq!(finish(&events), vec![FinishReason::ToolCalls]);
+    assert_one_weather_call(&events, r#"{"location": "Paris, France"}"#);
     cut_before(ProviderKind::OpenAi, "tool_call", "\"finish_reason\":\"tool_calls\"").await;
 }
 
@@ -268,13 +273,8 @@ async fn responses_text_with_usage() {
 async fn responses_tool_call() {
     let (events, error) = replay(ProviderKind::OpenAiResponses, "tool_call").await;
     assert_eq!(error, None);
-    let calls = tool_calls(&events);
-    assert_eq!(calls[0].id.as_deref(), Some("call_DdmO9pD3xa9XTPNJ32zg2hcA"), "the call id, not the item id");
-    assert_eq!(calls[0].name.as_deref(), Some("get_weather"));
-    let arguments: String = calls.iter().map(|c| c.arguments.as_str()).collect();
-    assert_eq!(arguments, r#"{"location":"Paris, France"}"#);
-    assert!(calls.iter().all(|c| c.index == 0));
-    assert_eq!(finish(&events), vec![FinishReason::ToolCalls]);
+    // The call's id is its `call_id`, not its item's id.
+    assert_one_weather_call(&events, r#"{"location":"Paris, France"}"#);
     cut_before(ProviderKind::OpenAiResponses, "tool_call", "\"type\":\"response.completed\"").await;
 }
 

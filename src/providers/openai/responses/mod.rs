@@ -127,16 +127,8 @@ fn body(model: &str, req: &ChatRequest) -> Value {
 fn items(req: &ChatRequest, message: &Message) -> Vec<Value> {
     let own = req.dialect == ClientDialect::Responses;
     if message.role == Role::Tool {
-        let output: String = message
-            .content
-            .iter()
-            .filter_map(|part| match part {
-                Part::Text { text, .. } => Some(text.as_str()),
-                _ => None,
-            })
-            .collect();
         let call_id = message.tool_call_id.clone().unwrap_or_default();
-        return vec![json!({ "type": "function_call_output", "call_id": call_id, "output": output })];
+        return vec![json!({ "type": "function_call_output", "call_id": call_id, "output": tool_output(message) })];
     }
     let (role, text_type) = match message.role {
         Role::System => ("developer", "input_text"),
@@ -180,6 +172,29 @@ fn items(req: &ChatRequest, message: &Message) -> Vec<Value> {
         |call| json!({ "type": "function_call", "call_id": call.id, "name": call.name, "arguments": call.arguments }),
     ));
     out
+}
+
+/// A tool's result: its text, or its parts when it has more than text
+/// (an image, say), which `function_call_output` takes as input parts.
+fn tool_output(message: &Message) -> Value {
+    let texts: Option<String> = message
+        .content
+        .iter()
+        .map(|part| match part {
+            Part::Text { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    if let Some(text) = texts {
+        return json!(text);
+    }
+    let parts = message.content.iter().filter_map(|part| match part {
+        Part::Text { text, .. } => Some(json!({ "type": "input_text", "text": text })),
+        Part::Image(image) => Some(json!({ "type": "input_image", "image_url": image.url })),
+        Part::Other(part) if is_content_part(part) => Some(part.clone()),
+        Part::Thinking { .. } | Part::RedactedThinking(_) | Part::Other(_) => None,
+    });
+    Value::Array(parts.collect())
 }
 
 /// Whether an untranslated Responses value is a content part (`input_file`,

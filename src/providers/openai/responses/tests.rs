@@ -188,3 +188,21 @@ fn a_stream_without_its_end_is_truncated_and_garbage_is_malformed() {
     let (_, end) = decode(&[json!({ "type": "response.output_text.delta", "output_index": 0, "delta": 42 })]);
     assert!(matches!(end, Err(ProviderError::Malformed(_))), "{end:?}");
 }
+
+#[test]
+fn a_tool_result_with_an_image_keeps_it_as_an_input_part() {
+    let image = json!({ "type": "image_url", "image_url": { "url": "https://example.com/chart.png" } });
+    let req = parsed(json!({ "messages": [
+        { "role": "user", "content": "plot it" },
+        { "role": "assistant", "content": null, "tool_calls": [
+            { "id": "call_1", "type": "function", "function": { "name": "plot", "arguments": "{}" } }] },
+        { "role": "tool", "tool_call_id": "call_1", "content": [{ "type": "text", "text": "done" }, image] },
+    ] }));
+    assert_eq!(
+        body("gpt-x", &req)["input"][2],
+        json!({ "type": "function_call_output", "call_id": "call_1", "output": [
+            { "type": "input_text", "text": "done" },
+            { "type": "input_image", "image_url": "https://example.com/chart.png" },
+        ] })
+    );
+}
