@@ -19,7 +19,8 @@
 //! ```
 //!
 //! Arguments pick the concurrency levels (`-- 100 1000`); `BATON_BENCH_PARTS`
-//! picks the measurements (`memory,throughput`); `BATON_BENCH_GATEWAY` names
+//! picks the measurements (`memory,throughput`); `BATON_BENCH_STORE=none`
+//! runs baton without its request log; `BATON_BENCH_GATEWAY` names
 //! another `baton` binary to run as the gateway, so two builds are compared
 //! back to back against the same providers and load generator.
 //!
@@ -344,8 +345,18 @@ fn baton_config(fast: SocketAddr, slow: SocketAddr, flaky: SocketAddr) -> PathBu
          targets = [{{ provider = \"flaky\", model = \"m\", first_token_timeout_ms = 1000 }}, {{ provider = \"fast\", model = \"m\" }}]\n"
     );
     let path = scratch().join("baton.toml");
-    std::fs::write(&path, format!("{text}\n{}", bench_keys())).expect("config");
+    std::fs::write(&path, format!("{text}\n{}{}", bench_keys(), bench_store())).expect("config");
     path
+}
+
+/// `BATON_BENCH_STORE=none` keeps no records, to measure what keeping
+/// them costs; by default the request log is the default one, SQLite
+/// beside the config.
+fn bench_store() -> String {
+    match std::env::var("BATON_BENCH_STORE").as_deref() {
+        Ok("none") => "[store]\nbackend = \"none\"\n".to_owned(),
+        _ => String::new(),
+    }
 }
 
 /// With `BATON_BENCH_KEYS=N`, N client keys, each with limits and a budget

@@ -18,6 +18,11 @@ use crate::config::StoreBackend;
 
 /// The longest a row waits in a batch that is not full.
 pub const FLUSH_EVERY: Duration = Duration::from_millis(200);
+/// Rows waiting together that say the queue is busy: written at once.
+const BUSY: usize = MAX_ROWS / 8;
+/// The most rows one flush takes off the queue (written [`MAX_ROWS`] a
+/// statement, in one transaction).
+const MAX_QUEUED_TAKEN: usize = 8 * MAX_ROWS;
 /// The bound on writing one batch; past it the database counts as down.
 const WRITE_LIMIT: Duration = Duration::from_secs(10);
 /// The first wait before reconnecting, doubled on each failure…
@@ -81,16 +86,21 @@ impl Writer {
         let mut flush_at = Instant::now();
         loop {
             tokio::select! {
-                received = rows.recv_many(&mut batch, MAX_ROWS), if batch.len() < MAX_ROWS => {
+                // Only an empty batch waits on the queue: once one has begun,
+                // the rest is taken when it is due, not with a wake-up a row.
+                received = rows.recv_many(&mut batch, MAX_ROWS), if batch.is_empty() => {
                     if received == 0 {
                         self.flush(&mut batch).await;
                         break;
                     }
-                    if batch.len() == received {
-                        flush_at = Instant::now() + FLUSH_EVERY;
-                    }
+                    // Many at once: the queue is busy, and waiting would only fill it.
+                    let wait = if received >= BUSY { Duration::ZERO } else { FLUSH_EVERY };
+                    flush_at = Instant::now() + wait;
                 }
                 () = tokio::time::sleep_until(flush_at), if !batch.is_empty() && self.db.is_some() => {
+                    while batch.len() < MAX_QUEUED_TAKEN && let Ok(row) = rows.try_recv() {
+                        batch.push(row);
+                    }
                     self.flush(&mut batch).await;
                 }
                 () = tokio::time::sleep_until(self.retry_at), if self.db.is_none() => self.reconnect().await,
