@@ -399,13 +399,7 @@ impl Engine {
         };
         let clock =
             CommitClock::start(started, target.first_token_timeout, route.idle_timeout, route.commit, reasoning);
-        let upstream = Upstream {
-            base_url: &target.provider.base_url,
-            api_key: target.provider.api_key.as_ref().map(|key| key.expose()),
-            model: &target.model,
-            max_event_bytes: route.limits.max_event_bytes,
-            traceparent,
-        };
+        let upstream = upstream(target, route, traceparent);
         let drilled;
         let opener: &dyn Opener = match drill {
             Some(fault) => {
@@ -418,6 +412,17 @@ impl Engine {
         let events =
             timeout_at(clock.first_token_deadline(), opening).await.map_err(|_| clock.first_token_timeout())??;
         read_to_commit(clock, events).await
+    }
+}
+
+/// Where `target` of `route` is reached, with the attempt's trace context.
+pub(super) fn upstream<'a>(target: &'a Target, route: &Route, traceparent: Option<&'a str>) -> Upstream<'a> {
+    Upstream {
+        base_url: &target.provider.base_url,
+        api_key: target.provider.api_key.as_ref().map(|key| key.expose()),
+        model: &target.model,
+        max_event_bytes: route.limits.max_event_bytes,
+        traceparent,
     }
 }
 

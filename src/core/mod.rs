@@ -157,14 +157,8 @@ impl Engine {
     pub async fn count_tokens(&self, route: &Route, request: &ChatRequest) -> Option<(String, u64)> {
         let speakers = route.targets.iter().filter(|target| target.provider.kind.dialect() == Some(request.dialect));
         for target in speakers {
-            let upstream = crate::providers::Upstream {
-                base_url: &target.provider.base_url,
-                api_key: target.provider.api_key.as_ref().map(|key| key.expose()),
-                model: &target.model,
-                max_event_bytes: route.limits.max_event_bytes,
-                traceparent: None,
-            };
-            let counting = self.opener.count_tokens(target.provider.kind, upstream, request);
+            let counting =
+                self.opener.count_tokens(target.provider.kind, attempt::upstream(target, route, None), request);
             match tokio::time::timeout(target.first_token_timeout, counting).await {
                 Ok(Ok(tokens)) => return Some((target.provider.name.clone(), tokens)),
                 Ok(Err(err)) => tracing::debug!(provider = %target.provider.name, error = %err, "count_tokens failed"),
