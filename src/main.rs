@@ -58,6 +58,21 @@ enum Command {
         #[arg(long, default_value = "baton.toml")]
         config: PathBuf,
     },
+    /// Run one drill now: a tiny request through a route with providers
+    /// failed on purpose; exits non-zero unless another provider answers.
+    Drill {
+        /// The config file.
+        #[arg(long, default_value = "baton.toml")]
+        config: PathBuf,
+        /// The route to drill.
+        #[arg(long)]
+        route: String,
+        /// Providers to fail and how, as the `x-baton-drill` header takes
+        /// them (`openai=http_5xx,claude=stall_first_token`); by default the
+        /// route's first target fails with `http_5xx`.
+        #[arg(long)]
+        fail: Option<String>,
+    },
     /// Write a commented starter config: three provider kinds, one route with fallbacks.
     Init {
         /// Where to write it.
@@ -180,6 +195,7 @@ async fn main() -> ExitCode {
         Command::Demo { listen } => demo::run(listen).await,
         Command::Mock(args) => mock(args).await,
         Command::Check { config } => check(&config).await,
+        Command::Drill { config, route, fail } => drill(&config, &route, fail.as_deref()).await,
         Command::Init { out, force } => init(&out, force),
     };
     match result {
@@ -312,6 +328,59 @@ async fn mock(args: MockArgs) -> Result<(), AnyError> {
     tracing::info!(kind = %args.kind, listen = %handle.addr(), base_url = %handle.base_url(), "simulated provider is serving");
     tokio::signal::ctrl_c().await?;
     Ok(())
+}
+
+/// What a drill asks: little, so running it often costs little.
+const DRILL_PROMPT: &str = "Reply with the word ok.";
+/// The drill's answer limit.
+const DRILL_MAX_TOKENS: u32 = 8;
+
+/// Runs one drill of `route` now and says how it went; an error unless a
+/// provider that was not failed answered.
+#[expect(clippy::print_stdout, reason = "a drill prints how it went")]
+async fn drill(path: &std::path::Path, route: &str, fail: Option<&str>) -> Result<(), AnyError> {
+    let config = config::load(path)?;
+    let route = config.route(route).ok_or_else(|| format!("no route {route:?} in {}", path.display()))?;
+    let spec = match fail {
+        Some(spec) => spec.to_owned(),
+        None => {
+            let first = route.targets.first().ok_or("the route has no targets")?;
+            format!("{}=http_5xx", first.provider.name)
+        }
+    };
+    let drills = baton::core::Drills::parse(&spec).map_err(|err| format!("--fail: {err}"))?;
+    let request = baton::event::ChatRequest {
+        messages: vec![baton::event::Message::text(baton::event::Role::User, DRILL_PROMPT)],
+        max_tokens: Some(DRILL_MAX_TOKENS),
+        ..baton::event::ChatRequest::default()
+    };
+    let call = baton::core::Call {
+        id: std::sync::Arc::from(format!("drill_{:016x}", fastrand::u64(..))),
+        request: Box::new(request),
+        drills,
+        trace: Default::default(),
+    };
+    let engine = baton::core::Engine::new(&config)?;
+    let started = std::time::Instant::now();
+    let answered = engine.complete(route, &call).await;
+    let elapsed_ms = started.elapsed().as_millis();
+    match answered {
+        Ok(done) if call.drills.for_provider(&done.winner.provider).is_none() => {
+            let winner = &done.winner;
+            println!(
+                "drill of {:?} ({spec}): answered by {} ({}) after {} attempts in {elapsed_ms} ms",
+                route.model, winner.provider, winner.model, winner.attempts
+            );
+            Ok(())
+        }
+        Ok(done) => {
+            Err(format!("drill of {:?} ({spec}): answered by the failed {}", route.model, done.winner.provider).into())
+        }
+        Err(err) => {
+            Err(format!("drill of {:?} ({spec}) failed after {elapsed_ms} ms: {}: {err}", route.model, err.kind())
+                .into())
+        }
+    }
 }
 
 #[expect(clippy::print_stdout, reason = "check prints its report")]

@@ -169,3 +169,44 @@ fn mock_help_lists_every_fault_class() {
         );
     }
 }
+
+#[test]
+fn drill_runs_one_now_and_fails_when_the_fallback_does_not_answer() {
+    run(HARD_LIMIT, async {
+        let primary = MockProvider::openai().spawned().await;
+        let secondary = MockProvider::anthropic().spawned().await;
+        let path = support::config_file(
+            "cli-drill-ok",
+            &mocks_toml(&[("primary", &primary), ("secondary", &secondary)], 2000, 2000),
+        );
+        let out = Command::from(Baton::once(&["drill", "--route", "chat", "--config"]))
+            .arg(&path)
+            .output()
+            .await
+            .expect("runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "the fallback answered: {stdout} {}", String::from_utf8_lossy(&out.stderr));
+        assert!(stdout.contains("primary=http_5xx") && stdout.contains("answered by secondary"), "{stdout}");
+        assert!(primary.requests().is_empty(), "the failed provider is never called");
+        let asked = secondary.requests().pop().expect("the fallback was asked").body;
+        assert_eq!(asked["max_tokens"], 8, "a tiny drill: {asked}");
+
+        let dead = MockProvider::anthropic().fault(baton::mock::Fault::Http5xx).spawned().await;
+        let path =
+            support::config_file("cli-drill-bad", &mocks_toml(&[("primary", &primary), ("dead", &dead)], 2000, 2000));
+        let out = Command::from(Baton::once(&["drill", "--route", "chat", "--config"]))
+            .arg(&path)
+            .output()
+            .await
+            .expect("runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "a dead fallback fails the drill");
+        assert!(stderr.contains("drill of \"chat\" (primary=http_5xx) failed"), "{stderr}");
+        let out = Command::from(Baton::once(&["drill", "--route", "nope", "--config"]))
+            .arg(&path)
+            .output()
+            .await
+            .expect("runs");
+        assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("no route \"nope\""));
+    });
+}
