@@ -23,7 +23,7 @@ import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { providerToml, recorded, serve, startMock } from "./gateway.mjs";
+import { assertChatToolRoundTrip, providerToml, recorded, serve, startMock, textOf } from "./gateway.mjs";
 
 const here = new URL(".", import.meta.url).pathname;
 const CLAUDE = join(here, "node_modules", ".bin", "claude");
@@ -108,11 +108,6 @@ function assertAnswered(run, result = WEATHER) {
   assert.ok(run.stdout.includes(result), `the answer quotes the tool's result ${result}; got ${said}`);
 }
 
-/** The text of a message's content (a string or blocks). */
-function textOf(content) {
-  return typeof content === "string" ? content : content.filter((b) => b.type === "text").map((b) => b.text).join("");
-}
-
 test("claude -p works through baton to an Anthropic-kind target", { timeout: 90000 }, async () => {
   const anthropic = await mock("anthropic");
   const baseURL = await gateway(ROUTE, [["anthropic", anthropic]]);
@@ -169,13 +164,7 @@ test("claude -p fails over from a failing Anthropic target to an OpenAI-kind one
   const [first, second] = records.map((r) => r.body);
   assert.deepEqual(first.tools.map((t) => t.function.name), ["Read"], "Claude Code's Read tool, as a function");
   assert.equal(first.messages[0].role, "system", "Claude Code's system prompt, as a system message");
-  const [assistant, result] = second.messages.slice(-2);
-  assert.equal(assistant.content, "openai0 openai1 openai2", "the first answer's words came back whole");
-  assert.deepEqual(assistant.tool_calls?.map((c) => [c.function.name, JSON.parse(c.function.arguments)]),
-    [["Read", { file_path: "Paris" }]], "the tool call came back as streamed");
-  assert.equal(result.role, "tool", "the tool's result, as a tool message");
-  assert.equal(result.tool_call_id, assistant.tool_calls[0].id, "answering that call");
-  assert.ok(textOf(result.content).includes(WEATHER), "the tool's result carries what Read found");
+  assertChatToolRoundTrip(second.messages, "Read", { file_path: "Paris" }, WEATHER);
 });
 
 // Claude Code takes a model name it does not know for one of the newest

@@ -33,7 +33,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { providerToml, recorded, serve, startMock } from "./gateway.mjs";
+import { assertChatToolRoundTrip, providerToml, recorded, serve, startMock, textOf } from "./gateway.mjs";
 
 const here = new URL(".", import.meta.url).pathname;
 const CODEX = join(here, "node_modules", ".bin", "codex");
@@ -211,11 +211,6 @@ function assertCodexAsked(exchanges, route, provider) {
   assert.ok(output.output.includes(RAN), `which is what the sandboxed command printed: ${output.output}`);
 }
 
-/** The text of a message's content (a string or blocks). */
-function textOf(content) {
-  if (typeof content === "string") return content;
-  return content.map((block) => (block.type === "text" ? block.text : block.content ? textOf(block.content) : "")).join("");
-}
 
 test("codex exec works through baton to an OpenAI-kind target", { timeout: 90000 }, async () => {
   const openai = await mock("openai");
@@ -239,13 +234,7 @@ test("codex exec works through baton to an OpenAI-kind target", { timeout: 90000
     assert.equal(body.messages[0].role, "system", "Codex's developer instructions, as a system message");
     assert.match(textOf(body.messages[0].content), /Codex CLI/);
   }
-  const [assistant, result] = records[1].body.messages.slice(-2);
-  assert.equal(assistant.content, "openai0 openai1 openai2", "the first answer's words came back whole");
-  assert.deepEqual(assistant.tool_calls?.map((c) => [c.function.name, JSON.parse(c.function.arguments)]),
-    [["exec_command", { cmd: "Paris" }]], "the tool call came back as streamed");
-  assert.equal(result.role, "tool", "the command's output, as a tool message");
-  assert.equal(result.tool_call_id, assistant.tool_calls[0].id, "answering that call");
-  assert.ok(textOf(result.content).includes(RAN), "carrying what the command printed");
+  assertChatToolRoundTrip(records[1].body.messages, "exec_command", { cmd: "Paris" }, RAN);
 });
 
 test("codex exec works through baton to an Anthropic-kind target", { timeout: 90000 }, async () => {

@@ -3,6 +3,7 @@
 // from an Anthropic one, "gemini" from a Gemini one. Each provider serves
 // what it received at `GET /__requests`.
 
+import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -130,4 +131,25 @@ export function schemaSent(route, body) {
   if (KINDS[route] === "openai") return body.response_format.json_schema.schema;
   if (KINDS[route] === "anthropic") return body.output_config.format.schema;
   return body.generationConfig.responseJsonSchema;
+}
+
+/** The text of a message's content: a string, or its text blocks (and those inside tool results). */
+export function textOf(content) {
+  if (typeof content === "string") return content;
+  return content.map((block) => (block.type === "text" ? block.text : block.content ? textOf(block.content) : "")).join("");
+}
+
+/**
+ * Checks a Chat Completions conversation's last two messages after one tool
+ * round trip: the assistant's streamed words and its call of `name` with
+ * `args`, then the tool's result answering that call and holding `found`.
+ */
+export function assertChatToolRoundTrip(messages, name, args, found) {
+  const [assistant, result] = messages.slice(-2);
+  assert.equal(assistant.content, "openai0 openai1 openai2", "the first answer's words came back whole");
+  assert.deepEqual(assistant.tool_calls?.map((c) => [c.function.name, JSON.parse(c.function.arguments)]),
+    [[name, args]], "the tool call came back as streamed");
+  assert.equal(result.role, "tool", "the tool's result, as a tool message");
+  assert.equal(result.tool_call_id, assistant.tool_calls[0].id, "answering that call");
+  assert.ok(textOf(result.content).includes(found), `the tool's result carries ${found}`);
 }
