@@ -28,17 +28,17 @@
 
 import { after, test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, writeFileSync } from "node:fs";
 import { createServer, request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { assertChatToolRoundTrip, providerToml, recorded, serve, startMock, textOf } from "./gateway.mjs";
+import {
+  assertAgentAnswered, assertChatToolRoundTrip, providerToml, recorded, runAgent, serve, startMock, textOf,
+} from "./gateway.mjs";
 
 const here = new URL(".", import.meta.url).pathname;
 const CODEX = join(here, "node_modules", ".bin", "codex");
 const KEY = "sk-agent-test-0123456789abcdef";
-const RUN_TIMEOUT_MS = 60000;
 /** What bash answers to the command the simulated model asks for. */
 const RAN = "Paris: command not found";
 
@@ -139,7 +139,7 @@ stream_max_retries = 0
  * Runs `codex exec --skip-git-repo-check "say something"` against baton
  * at `addr`, asking for `model`, with a throwaway CODEX_HOME, HOME and
  * working directory, stdin closed and only PATH, HOME, CODEX_HOME and
- * BATON_KEY in its environment; killed after RUN_TIMEOUT_MS.
+ * BATON_KEY in its environment; killed after a minute.
  */
 function runCodex(addr, model, args = []) {
   const codexHome = mkdtempSync(join(tmpdir(), "baton-codex-home-"));
@@ -147,34 +147,13 @@ function runCodex(addr, model, args = []) {
   const cwd = mkdtempSync(join(tmpdir(), "baton-codex-cwd-"));
   writeFileSync(join(codexHome, "config.toml"), codexConfig(model, addr));
   const env = { PATH: process.env.PATH, HOME: home, CODEX_HOME: codexHome, BATON_KEY: KEY };
-  const started = Date.now();
-  const proc = spawn(CODEX, ["exec", "--strict-config", "--skip-git-repo-check", ...args, "say something"],
-    { cwd, env, stdio: ["ignore", "pipe", "pipe"] });
-  let stdout = "";
-  let stderr = "";
-  proc.stdout.on("data", (chunk) => (stdout += chunk));
-  proc.stderr.on("data", (chunk) => (stderr += chunk));
-  let timedOut = false;
-  const timer = setTimeout(() => {
-    timedOut = true;
-    proc.kill("SIGKILL");
-  }, RUN_TIMEOUT_MS);
-  return new Promise((resolve, reject) => {
-    proc.on("error", reject);
-    proc.on("close", (code, signal) => {
-      clearTimeout(timer);
-      for (const dir of [codexHome, home, cwd]) rmSync(dir, { recursive: true, force: true });
-      resolve({ code, signal, timedOut, stdout, stderr, ms: Date.now() - started });
-    });
-  });
+  const argv = ["exec", "--strict-config", "--skip-git-repo-check", ...args, "say something"];
+  return runAgent(CODEX, argv, { cwd, env, dirs: [codexHome, home, cwd] });
 }
 
 /** Asserts Codex exited 0 and printed the model's answer about the command's output. */
 function assertAnswered(run) {
-  const said = `exit ${run.code}${run.timedOut ? " (killed after the timeout)" : ""}\nstdout: ${run.stdout}\nstderr: ${run.stderr}`;
-  assert.equal(run.code, 0, `Codex exits 0; got ${said}`);
-  assert.match(run.stdout, /^the tool said: /, `it prints the model's answer about the tool's result; got ${said}`);
-  assert.ok(run.stdout.includes(RAN), `the answer quotes the command's output ${RAN}; got ${said}`);
+  assertAgentAnswered("Codex", run, RAN);
 }
 
 /** Asserts what Codex sent baton (two turns of one conversation) and what baton answered. */

@@ -5,7 +5,7 @@
 
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
@@ -152,4 +152,42 @@ export function assertChatToolRoundTrip(messages, name, args, found) {
   assert.equal(result.role, "tool", "the tool's result, as a tool message");
   assert.equal(result.tool_call_id, assistant.tool_calls[0].id, "answering that call");
   assert.ok(textOf(result.content).includes(found), `the tool's result carries ${found}`);
+}
+
+/** How long an agent's one run may take before it is killed. */
+const AGENT_TIMEOUT_MS = 60000;
+
+/**
+ * Runs an agent's CLI `program` with `args` in `cwd` with only `env`,
+ * stdin closed, killed after AGENT_TIMEOUT_MS; removes `dirs` once it
+ * exits. Resolves with its exit code, signal, output and time taken.
+ */
+export function runAgent(program, args, { cwd, env, dirs }) {
+  const started = Date.now();
+  const proc = spawn(program, args, { cwd, env, stdio: ["ignore", "pipe", "pipe"] });
+  let stdout = "";
+  let stderr = "";
+  proc.stdout.on("data", (chunk) => (stdout += chunk));
+  proc.stderr.on("data", (chunk) => (stderr += chunk));
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    proc.kill("SIGKILL");
+  }, AGENT_TIMEOUT_MS);
+  return new Promise((resolve, reject) => {
+    proc.on("error", reject);
+    proc.on("close", (code, signal) => {
+      clearTimeout(timer);
+      for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+      resolve({ code, signal, timedOut, stdout, stderr, ms: Date.now() - started });
+    });
+  });
+}
+
+/** Asserts agent `name` exited 0 and printed the model's answer quoting the tool's result `result`. */
+export function assertAgentAnswered(name, run, result) {
+  const said = `exit ${run.code}${run.timedOut ? " (killed after the timeout)" : ""}\nstdout: ${run.stdout}\nstderr: ${run.stderr}`;
+  assert.equal(run.code, 0, `${name} exits 0; got ${said}`);
+  assert.match(run.stdout, /^the tool said: /, `it prints the model's answer about the tool's result; got ${said}`);
+  assert.ok(run.stdout.includes(result), `the answer quotes the tool's result ${result}; got ${said}`);
 }
