@@ -1,6 +1,7 @@
 //! The `baton` command: parse the CLI, load the config, serve.
 
 mod demo;
+mod keys_cli;
 
 use std::io::IsTerminal;
 use std::net::SocketAddr;
@@ -72,6 +73,11 @@ enum Command {
         /// route's first target fails with `http_5xx`.
         #[arg(long)]
         fail: Option<String>,
+    },
+    /// Create, list or revoke the client keys kept in the config's store.
+    Keys {
+        #[command(subcommand)]
+        command: keys_cli::KeysCommand,
     },
     /// Write a commented starter config: three provider kinds, one route with fallbacks.
     Init {
@@ -196,6 +202,7 @@ async fn main() -> ExitCode {
         Command::Mock(args) => mock(args).await,
         Command::Check { config } => check(&config).await,
         Command::Drill { config, route, fail } => drill(&config, &route, fail.as_deref()).await,
+        Command::Keys { command } => keys_cli::run(command).await,
         Command::Init { out, force } => init(&out, force),
     };
     match result {
@@ -215,7 +222,7 @@ async fn serve(path: &std::path::Path, listen: Option<SocketAddr>) -> Result<(),
         tracing::warn!(warning = %warning, "config");
     }
     if let Some(listen) = listen {
-        config.listen = listen;
+        config.listen_on(listen);
     }
     if let Some(why) = config.access.open_relay(config.listen) {
         return Err(why.into());

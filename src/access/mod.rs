@@ -80,21 +80,36 @@ impl Denied {
     }
 }
 
-/// The configured keys.
+/// The keys in force: the config's, and those the store holds.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ClientKeys {
     keys: Vec<ClientKey>,
+    /// A key is needed even while there is none: a gateway open to the
+    /// network whose keys come from the store refuses everyone until one is made.
+    closed: bool,
 }
 
 impl ClientKeys {
     /// These keys.
     pub fn new(keys: Vec<ClientKey>) -> Self {
-        ClientKeys { keys }
+        ClientKeys { keys, closed: false }
     }
 
-    /// Whether any key is configured (then every `/v1` request needs one).
+    /// The same keys, with a key required even while there is none.
+    pub fn closed(mut self) -> Self {
+        self.closed = true;
+        self
+    }
+
+    /// These keys and `more` (the store's), as closed as these.
+    pub fn extended(&self, more: impl IntoIterator<Item = ClientKey>) -> Self {
+        ClientKeys { keys: self.keys.iter().cloned().chain(more).collect(), closed: self.closed }
+    }
+
+    /// Whether a key is needed: any key exists, or the gateway is closed
+    /// until one does. Then every `/v1` request needs one.
     pub fn required(&self) -> bool {
-        !self.keys.is_empty()
+        self.closed || !self.keys.is_empty()
     }
 
     /// The configured keys, for names on the status page.
@@ -119,6 +134,20 @@ impl ClientKeys {
         }
         found.map(Some).ok_or(Denied::Unknown)
     }
+}
+
+/// A SHA-256 written as 64 hexadecimal digits (a config's `key_sha256`,
+/// the store's column), or `None` for anything else.
+pub fn parse_sha256(hex: &str) -> Option<[u8; 32]> {
+    let hex = hex.trim();
+    if hex.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (byte, pair) in out.iter_mut().zip(hex.as_bytes().chunks(2)) {
+        *byte = u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok()?;
+    }
+    Some(out)
 }
 
 /// The key in `Authorization: Bearer <key>` or `x-api-key: <key>`.

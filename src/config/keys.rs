@@ -7,7 +7,7 @@ use toml::Spanned;
 use super::raw::{RawConfig, RawKey};
 use super::validate::Checker;
 use super::{Access, Budget, ConfigError, Route};
-use crate::access::{ClientKey, ClientKeys};
+use crate::access::{ClientKey, ClientKeys, parse_sha256};
 
 impl Checker<'_> {
     /// `[[keys]]`, `allow_unauthenticated`, `allowed_hosts` and
@@ -133,16 +133,4 @@ fn cors_origin(origin: &str) -> Option<String> {
     let host_ok = !rest.is_empty()
         && rest.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'[' | b']'));
     (matches!(scheme, "http" | "https") && host_ok).then(|| origin.to_ascii_lowercase())
-}
-
-fn parse_sha256(hex: &str) -> Option<[u8; 32]> {
-    let hex = hex.trim();
-    if hex.len() != 64 {
-        return None;
-    }
-    let mut out = [0u8; 32];
-    for (byte, pair) in out.iter_mut().zip(hex.as_bytes().chunks(2)) {
-        *byte = u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok()?;
-    }
-    Some(out)
 }

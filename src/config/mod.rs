@@ -131,6 +131,16 @@ impl Access {
             )
         })
     }
+
+    /// On a non-loopback `listen`, with a store that can hold keys
+    /// (`store_keeps_keys`) and no `allow_unauthenticated`, a key is
+    /// required even before any exists: the gateway starts closed, and
+    /// opens to each key `baton keys create` makes.
+    pub fn close_until_keyed(&mut self, listen: SocketAddr, store_keeps_keys: bool) {
+        if store_keeps_keys && !listen.ip().is_loopback() && !self.allow_unauthenticated {
+            self.keys = std::mem::take(&mut self.keys).closed();
+        }
+    }
 }
 
 /// One upstream API account.
@@ -322,6 +332,13 @@ pub struct Target {
 }
 
 impl Config {
+    /// Serves `listen` instead of the configured address (`--listen`),
+    /// with the access rules that address calls for.
+    pub fn listen_on(&mut self, listen: SocketAddr) {
+        self.listen = listen;
+        self.access.close_until_keyed(listen, self.store.backend != StoreBackend::None);
+    }
+
     /// Finds the route a client's `model` names, by its name or an alias.
     pub fn route(&self, model: &str) -> Option<&Arc<Route>> {
         self.routes.iter().find(|route| route.answers_to(model))

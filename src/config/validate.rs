@@ -89,7 +89,10 @@ impl Checker<'_> {
         let telemetry = self.telemetry(raw.telemetry.as_ref()).map_err(|err| errors.push(err)).ok().flatten();
         let store = self.store(raw.store.as_ref()).map_err(|err| errors.push(err)).ok();
         let mut key_budgets = Vec::new();
-        let access = self.access(&raw, &routes, &mut key_budgets, &mut errors);
+        let mut access = self.access(&raw, &routes, &mut key_budgets, &mut errors);
+        if let (Some(top), Some(store)) = (&top, &store) {
+            access.close_until_keyed(top.listen, store.backend != StoreBackend::None);
+        }
         let key_names: Vec<&str> = access.keys.keys().iter().map(|key| key.name.as_str()).collect();
         let mut budgets = self.budgets(&raw, &key_names, &routes, &mut errors);
         budgets.budgets.extend(key_budgets);

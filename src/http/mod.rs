@@ -9,6 +9,7 @@ mod body;
 mod chat;
 mod cors;
 mod error;
+mod keys;
 mod panic;
 mod parse_errors;
 mod recording;
@@ -52,6 +53,8 @@ pub fn app(state: AppState) -> Router {
         .route("/admin/reload", post(admin::reload))
         .route("/admin/requests", get(records::requests))
         .route("/admin/spend", get(records::spend))
+        .route("/admin/keys", post(keys::create).get(keys::list))
+        .route("/admin/keys/{name}", axum::routing::delete(keys::revoke))
         .fallback(|request: Request| async move { edge_error(&request, ApiError::not_found(request.uri().path())) })
         .method_not_allowed_fallback(|request: Request| async move {
             edge_error(&request, ApiError::method_not_allowed(request.method().as_str(), request.uri().path()))

@@ -121,7 +121,7 @@ fn unknown(name: &str, known: &str) -> ApiError {
 }
 
 /// The store's database, or why there is none to read.
-fn database(state: &AppState) -> Result<std::sync::Arc<Db>, ApiError> {
+pub(super) fn database(state: &AppState) -> Result<std::sync::Arc<Db>, ApiError> {
     let Some(records) = state.records() else {
         let message = "the request log is off: [store] backend = \"none\", or this baton keeps no store";
         return Err(ApiError::new(StatusCode::NOT_FOUND, ErrorKind::InvalidRequest, "store_off", message));
@@ -129,7 +129,7 @@ fn database(state: &AppState) -> Result<std::sync::Arc<Db>, ApiError> {
     records.db().ok_or_else(unavailable)
 }
 
-async fn read<T>(reading: impl Future<Output = Result<T, crate::store::DbError>>) -> Result<T, ApiError> {
+pub(super) async fn read<T>(reading: impl Future<Output = Result<T, crate::store::DbError>>) -> Result<T, ApiError> {
     match tokio::time::timeout(READ_LIMIT, reading).await {
         Ok(Ok(value)) => Ok(value),
         Ok(Err(err)) => {
@@ -140,7 +140,7 @@ async fn read<T>(reading: impl Future<Output = Result<T, crate::store::DbError>>
     }
 }
 
-fn unavailable() -> ApiError {
+pub(super) fn unavailable() -> ApiError {
     let message =
         "the store is unavailable now; requests are served and their rows counted as dropped until it is back";
     ApiError::new(StatusCode::SERVICE_UNAVAILABLE, ErrorKind::Unavailable, "store_unavailable", message)

@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -16,7 +15,7 @@ use crate::observe::RouteStats;
 use crate::observe::traces::{TraceError, Tracer};
 use crate::providers::client::ClientError;
 use crate::state::Store;
-use crate::store::Records;
+use crate::store::{Keyring, Records, keyring};
 
 /// How long starting waits for the store to open and hand over the spend
 /// budgets must start from; past it baton serves anyway, and the budgets
@@ -26,7 +25,8 @@ const STORE_START_WAIT: Duration = Duration::from_secs(5);
 /// The proxy's shared state.
 #[derive(Clone)]
 pub struct AppState {
-    config: Arc<ArcSwap<Config>>,
+    /// The config in force: the file's, with the store's client keys.
+    keyring: Arc<Keyring>,
     config_path: Option<Arc<PathBuf>>,
     engine: Engine,
     routes: Arc<RouteStats>,
@@ -53,7 +53,7 @@ impl AppState {
             bodies,
             gate,
             store,
-            config: Arc::new(ArcSwap::from_pointee(config)),
+            keyring: Arc::new(Keyring::new(config)),
             config_path: None,
             engine,
             routes: Arc::new(RouteStats::default()),
@@ -87,8 +87,22 @@ impl AppState {
                 tracing::warn!("the store has not opened yet; serving, with budgets from this start until it does")
             }
         }
+        // The store's keys are in force before the first request is served.
+        keyring::refresh(&self.keyring, &records).await;
+        let keys = &self.config().access.keys;
+        if keys.required() && keys.keys().is_empty() {
+            tracing::warn!(
+                "no client key exists yet: every /v1 request gets 401 until one is made (baton keys create, or POST /admin/keys)"
+            );
+        }
+        tokio::spawn(keyring::follow(Arc::downgrade(&self.keyring), records.downgrade()));
         self.records = Some(records);
         self
+    }
+
+    /// The config in force and the store's keys merged into it.
+    pub fn keyring(&self) -> &Keyring {
+        &self.keyring
     }
 
     /// The request log, when the config keeps one.
@@ -133,7 +147,7 @@ impl AppState {
 
     /// The config in force now; a request keeps the one it started with.
     pub fn config(&self) -> Arc<Config> {
-        self.config.load_full()
+        self.keyring.config()
     }
 
     /// The attempt loop, with provider health and metrics.
@@ -176,11 +190,11 @@ impl AppState {
             });
         };
         let mut next = config::load(path)?;
-        let current = self.config();
+        let current = self.keyring.file_config();
         if next.listen != current.listen {
             tracing::warn!(listen = %current.listen, "a new listen address takes effect only on restart");
-            next.listen = current.listen;
         }
+        next.listen_on(current.listen);
         if (next.max_connections, next.client_stall_timeout) != (current.max_connections, current.client_stall_timeout)
         {
             tracing::warn!("new max_connections or client_stall_timeout_ms take effect only on restart");
@@ -193,16 +207,15 @@ impl AppState {
             tracing::warn!("a new [store] takes effect only on restart");
             next.store = current.store.clone();
         }
-        if let Some(records) = &self.records {
-            records.redact_with(&next);
-        }
         if next.telemetry != current.telemetry {
             tracing::warn!("a new [telemetry] takes effect only on restart");
             next.telemetry.clone_from(&current.telemetry);
         }
         self.engine.health().reconcile(next.providers.iter().map(|p| (p.name.as_str(), p.breaker)));
-        let next = Arc::new(next);
-        self.config.store(Arc::clone(&next));
+        let next = self.keyring.set_file_config(next);
+        if let Some(records) = &self.records {
+            records.redact_with(&next);
+        }
         tracing::info!(path = %path.display(), routes = next.routes.len(), providers = next.providers.len(), "config reloaded");
         Ok(next)
     }

@@ -115,7 +115,7 @@ fn statement(rows: usize, flavor: Flavor) -> String {
 }
 
 /// A count as the database's signed 64 bits, saturating.
-fn count(n: u64) -> i64 {
+pub(super) fn count(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 

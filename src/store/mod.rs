@@ -6,6 +6,8 @@
 
 mod db;
 mod insert;
+pub mod keyring;
+pub mod keys;
 pub mod ledger;
 pub mod query;
 pub mod redact;
@@ -14,7 +16,7 @@ mod row;
 pub mod time;
 mod writer;
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use arc_swap::{ArcSwap, ArcSwapOption};
@@ -22,6 +24,7 @@ use tokio::sync::{mpsc, oneshot};
 
 pub use db::{Db, DbError, Flavor, SchemaVersion};
 pub use insert::MAX_ROWS;
+pub use keyring::Keyring;
 pub use ledger::Spent;
 pub use redact::Redactor;
 pub use row::{RequestRow, now_ms};
@@ -59,6 +62,18 @@ struct Inner {
     log_bodies: bool,
     redactor: ArcSwap<Redactor>,
     backend: &'static str,
+}
+
+/// A handle that does not keep the store running, for background tasks
+/// that should end with it.
+#[derive(Clone)]
+pub struct WeakRecords(Weak<Inner>);
+
+impl WeakRecords {
+    /// The store, while anything else still holds it.
+    pub fn upgrade(&self) -> Option<Records> {
+        self.0.upgrade().map(|inner| Records { inner })
+    }
 }
 
 /// What [`Records::start`] hands back besides the handle.
@@ -108,6 +123,11 @@ impl Records {
     /// A row for a request arriving now, to fill in as it is served.
     pub fn begin(&self, id: &str, dialect: &'static str) -> Recording {
         Recording { records: self.clone(), row: Box::new(RequestRow::new(id, dialect, now_ms())) }
+    }
+
+    /// A handle that lets the store end when every other is gone.
+    pub fn downgrade(&self) -> WeakRecords {
+        WeakRecords(Arc::downgrade(&self.inner))
     }
 
     /// The database, while it answers: what the admin endpoints read.

@@ -5,6 +5,8 @@
 //! then on rows are dropped and counted while it reconnects in the
 //! background with a growing backoff; the first success is logged once too.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -29,6 +31,9 @@ const WRITE_LIMIT: Duration = Duration::from_secs(10);
 const RETRY_FIRST: Duration = Duration::from_millis(250);
 /// …up to this.
 const RETRY_MAX: Duration = Duration::from_secs(10);
+
+/// One attempt to open the database.
+type Opening = Pin<Box<dyn Future<Output = Result<Db, DbError>> + Send>>;
 
 /// Who is told, once each, how the store started.
 pub(super) struct Tells {
@@ -84,6 +89,10 @@ impl Writer {
     ) {
         let mut batch: Vec<RequestRow> = Vec::with_capacity(MAX_ROWS);
         let mut flush_at = Instant::now();
+        // An attempt to open the database, which may take seconds: the loop
+        // goes on beside it, so rows arriving meanwhile meet a store that
+        // is down, and are dropped and counted, as at any other moment.
+        let mut opening: Option<Opening> = None;
         loop {
             tokio::select! {
                 // Only an empty batch waits on the queue: once one has begun,
@@ -103,7 +112,14 @@ impl Writer {
                     }
                     self.flush(&mut batch).await;
                 }
-                () = tokio::time::sleep_until(self.retry_at), if self.db.is_none() => self.reconnect().await,
+                () = tokio::time::sleep_until(self.retry_at), if self.db.is_none() && opening.is_none() => {
+                    let backend = self.backend.clone();
+                    opening = Some(Box::pin(async move { Db::open(&backend).await }));
+                }
+                Some(opened) = async { Some(opening.as_mut()?.await) }, if opening.is_some() => {
+                    opening = None;
+                    self.opened(opened).await;
+                }
                 Some(done) = drains.recv() => {
                     while let Ok(row) = rows.try_recv() {
                         batch.push(row);
@@ -166,10 +182,9 @@ impl Writer {
         }
     }
 
-    /// Opens the database; on the first success ever, reads the ledger for
-    /// the budgets and starts the retention sweep.
-    async fn reconnect(&mut self) {
-        let opened = Db::open(&self.backend).await;
+    /// Takes in an attempt to open the database; on the first success
+    /// ever, reads the ledger for the budgets and starts the retention sweep.
+    async fn opened(&mut self, opened: Result<Db, DbError>) {
         let Some(inner) = self.inner.upgrade() else { return };
         match opened {
             Ok(db) => {

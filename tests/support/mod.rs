@@ -13,6 +13,7 @@ mod mock;
 pub mod postgres;
 mod proxy;
 pub mod raw;
+pub mod store;
 
 use std::future::Future;
 use std::time::{Duration, Instant};
