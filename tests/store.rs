@@ -615,3 +615,74 @@ fn check_reports_the_store_and_its_schema() {
         let _ = std::fs::remove_dir_all(config.parent().unwrap());
     });
 }
+
+/// `kill -9` under load: the rows the store said it wrote are all in the
+/// file, no answered request has more than one row, the file is sound, and
+/// a baton started again on it reads it and writes on.
+#[test]
+fn kill_9_under_load_loses_at_most_the_batch_in_flight_and_corrupts_nothing() {
+    run(HARD_LIMIT, async {
+        let (text, _mocks) = proxy_config("", "").await;
+        let config = support::config_file(&format!("kill-9-{:08x}", fastrand::u32(..)), &text);
+        let file = config.parent().unwrap().join("baton.db");
+        let baton = Baton::serve(&config).start().await;
+
+        // Eight clients asking back to back until the process is gone.
+        let answered = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut clients = Vec::new();
+        for client in 0..8 {
+            let (url, answered, stop) = (baton.url("/v1/chat/completions"), Arc::clone(&answered), Arc::clone(&stop));
+            clients.push(tokio::spawn(async move {
+                let http = reqwest::Client::new();
+                for i in 0.. {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let sent = http.post(&url).bearer_auth(WEB).header("x-request-id", format!("load-{client}-{i}"));
+                    let Ok(response) = sent.json(&chat_body(i % 2 == 0)).send().await else { break };
+                    if response.status() == 200 && response.bytes().await.is_ok() {
+                        answered.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }));
+        }
+        let busy = eventually(ROWS_WITHIN, || async {
+            metric(&metrics(&baton).await, "baton_records_written_total").is_some_and(|rows| rows >= 200.0)
+        })
+        .await;
+        assert!(busy, "rows were being written under load");
+        let written = metric(&metrics(&baton).await, "baton_records_written_total").unwrap_or(0.0) as u64;
+        baton.signal("KILL");
+        let status = baton.exit_within(Duration::from_secs(10)).await;
+        assert!(!status.success(), "killed, not stopped");
+        stop.store(true, Ordering::Relaxed);
+        for client in clients {
+            let _ = client.await;
+        }
+        let answered = answered.load(Ordering::Relaxed);
+
+        let url = format!("sqlite://{}?mode=ro", file.display());
+        let pool = sqlx::sqlite::SqlitePoolOptions::new().connect(&url).await.expect("the file opens");
+        let check: String = sqlx::query_scalar("PRAGMA integrity_check").fetch_one(&pool).await.expect("checked");
+        assert_eq!(check, "ok", "the file is sound after kill -9");
+        let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM requests").fetch_one(&pool).await.expect("counted");
+        let distinct: i64 =
+            sqlx::query_scalar("SELECT COUNT(DISTINCT id) FROM requests").fetch_one(&pool).await.expect("counted");
+        pool.close().await;
+        let rows = u64::try_from(rows).unwrap();
+        assert!(rows >= written, "every row written before the kill is kept: {rows} in the file, {written} written");
+        assert_eq!(i64::try_from(rows).unwrap(), distinct, "no request has two rows");
+        assert!(rows <= answered + 8, "no row for a request that was not sent: {rows} rows, {answered} answered");
+        eprintln!("kill -9 under load: {answered} answered, {written} written before, {rows} kept");
+
+        let baton = Baton::serve(&config).start().await;
+        assert_eq!(ask(&baton, Some(WEB), "after-kill", &chat_body(false)).await, 200);
+        let written_on = eventually(ROWS_WITHIN, || async {
+            admin(&baton, "/admin/requests?limit=1", Some(TOKEN)).await.1["data"][0]["id"] == "after-kill"
+        })
+        .await;
+        assert!(written_on, "the store writes on after the kill");
+        let _ = std::fs::remove_dir_all(config.parent().unwrap());
+    });
+}
