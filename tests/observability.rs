@@ -77,7 +77,9 @@ fn metrics_count_a_scripted_failover_scenario_exactly() {
         expect("baton_request_duration_seconds_count", &[("route", "chat")], 5.0);
         expect("baton_breaker_state", &[("provider", "primary")], 0.0);
         expect("baton_inflight_streams", &[("provider", "secondary")], 0.0);
-        expect("baton_time_to_first_token_seconds_bucket", &[("le", "0.01"), ("provider", "secondary")], 5.0);
+        // In seconds: each first token, milliseconds after its attempt began,
+        // is under a second (a bound a loaded machine keeps; in milliseconds none would be).
+        expect("baton_time_to_first_token_seconds_bucket", &[("le", "1.0"), ("provider", "secondary")], 5.0);
         expect("baton_request_duration_seconds_bucket", &[("le", "60.0"), ("route", "chat")], 5.0);
         assert!(!text.contains("nope"), "a client's model name never becomes a label");
     });
