@@ -19,6 +19,7 @@ use baton::mock::{Fault, MockProvider, Schedule};
 use baton::store::query::Filter;
 use baton::store::{Records, RequestRow, StoreSignals, now_ms, retention};
 use serde_json::{Value, json};
+use support::backend::{Backend, TempDir};
 use support::postgres::TempDb;
 use support::{Baton, ChatConfig, Proxy, Server, Spawned, chat_body, eventually, metrics, post_raw, post_with, run};
 
@@ -32,56 +33,6 @@ const KEYS: &str = "[[keys]]\nname = \"web\"\nkey = \"sk-web-0123456789abcdef\"\
                     [[keys]]\nname = \"batch\"\nkey = \"sk-batch-0123456789abcd\"\n";
 /// A token costs a dollar either way, so every answer's cost is its token count.
 const PRICE: &str = "price = { input_per_mtok = 1000000.0, output_per_mtok = 1000000.0 }";
-
-/// Where a test's rows go.
-enum Backend {
-    Sqlite(tempdir::Dir),
-    Postgres(TempDb),
-}
-
-impl Backend {
-    fn sqlite(name: &str) -> Backend {
-        Backend::Sqlite(tempdir::Dir::new(name))
-    }
-
-    async fn postgres() -> Backend {
-        Backend::Postgres(TempDb::create().await)
-    }
-
-    fn toml(&self) -> String {
-        match self {
-            Backend::Sqlite(dir) => format!("[store]\npath = \"{}\"\n", dir.path().join("baton.db").display()),
-            Backend::Postgres(db) => format!("[store]\nbackend = \"postgres\"\nurl = \"{}\"\n", db.url()),
-        }
-    }
-}
-
-/// A temporary directory, removed when dropped.
-mod tempdir {
-    pub struct Dir(std::path::PathBuf);
-
-    impl Dir {
-        pub fn new(name: &str) -> Dir {
-            let path = std::env::temp_dir().join(format!(
-                "baton-store-{}-{name}-{:08x}",
-                std::process::id(),
-                fastrand::u32(..)
-            ));
-            std::fs::create_dir_all(&path).expect("temp dir");
-            Dir(path)
-        }
-
-        pub fn path(&self) -> &std::path::Path {
-            &self.0
-        }
-    }
-
-    impl Drop for Dir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-}
 
 /// A route "chat" whose primary fails its first request (a failover) and
 /// whose secondary always answers, both priced; the keys, the admin token
@@ -438,8 +389,10 @@ fn with_postgres_stopped_every_request_is_answered_and_rows_are_counted_dropped(
         })
         .await;
         assert!(down, "the store went down and counted its drops:\n{}", metrics(&proxy).await);
-        let (status, body) = admin(&proxy, "/admin/requests", Some(TOKEN)).await;
-        assert_eq!((status, &body["error"]["code"]), (503, &json!("store_unavailable")), "{body}");
+        for path in ["/admin/requests", "/admin/history"] {
+            let (status, body) = admin(&proxy, path, Some(TOKEN)).await;
+            assert_eq!((status, &body["error"]["code"]), (503, &json!("store_unavailable")), "{path}: {body}");
+        }
         for i in 0..5 {
             assert_eq!(ask(&proxy, Some(WEB), &format!("down-{i}"), &chat_body(false)).await, 200, "still answered");
         }
@@ -467,7 +420,7 @@ fn with_postgres_stopped_every_request_is_answered_and_rows_are_counted_dropped(
 fn with_the_sqlite_file_unwritable_every_request_is_answered_and_the_store_is_down_once() {
     run(HARD_LIMIT, async {
         // A regular file where the directory should be: nobody, root included, can create the database.
-        let dir = tempdir::Dir::new("unwritable");
+        let dir = TempDir::new("unwritable");
         let blocker = dir.path().join("not-a-dir");
         std::fs::write(&blocker, "").unwrap();
         let store = format!("[store]\npath = \"{}\"\n", blocker.join("baton.db").display());

@@ -5,6 +5,7 @@
 
 #![allow(dead_code, reason = "each test file uses a different part of the support module")]
 
+pub mod backend;
 mod binary;
 mod client;
 mod config_text;
