@@ -1,12 +1,12 @@
 // Charts drawn as inline SVG by hand: stacked bars, bars side by side, and
-// lines with points. Each takes labels (one per bucket) and series (a name
-// and one value per bucket) and returns the SVG's text; every bar and point
+// lines with points. Each takes labels (one per bucket), series (a name and
+// one value per bucket) and the width it is drawn at, in CSS pixels, so its
+// text keeps its size; it returns the SVG's text. Every bar and point
 // carries data-series, data-bucket and data-value, and every chart its
 // name and how many points it drew, so what is drawn can be checked.
 
-const W = 640;
-const H = 210;
-const PAD = { left: 58, right: 10, top: 12, bottom: 28 };
+const H = 190;
+const PAD = { left: 58, right: 24, top: 12, bottom: 28 };
 const PALETTE = ["#58a6ff", "#3fb950", "#d29922", "#bc8cff", "#f778ba", "#39c5cf", "#ff7b72", "#a5d6ff", "#e3b341"];
 const OTHER = "(other)";
 const colors = new Map();
@@ -29,7 +29,7 @@ function niceMax(max) {
 }
 
 // The axes, grid and labels of a chart whose values run from 0 to `max`.
-function frame(labels, max, format) {
+function frame(labels, max, format, W) {
   const plotW = W - PAD.left - PAD.right;
   const plotH = H - PAD.top - PAD.bottom;
   const step = plotW / Math.max(1, labels.length);
@@ -40,7 +40,10 @@ function frame(labels, max, format) {
     out += `<line class="grid" x1="${PAD.left}" x2="${W - PAD.right}" y1="${y(value)}" y2="${y(value)}"/>`;
     out += `<text class="tick" x="${PAD.left - 6}" y="${y(value) + 4}" text-anchor="end">${esc(format(value))}</text>`;
   }
-  const every = Math.max(1, Math.ceil(labels.length / 6));
+  // As many labels as fit without touching, counted back from the newest.
+  const longest = Math.max(1, ...labels.map((label) => String(label).length));
+  const fit = Math.max(2, Math.floor(plotW / (longest * 6.5 + 16)));
+  const every = Math.max(1, Math.ceil(labels.length / fit));
   labels.forEach((label, i) => {
     if ((labels.length - 1 - i) % every === 0) {
       out += `<text class="tick" x="${x(i) + step / 2}" y="${H - 9}" text-anchor="middle">${esc(label)}</text>`;
@@ -49,7 +52,7 @@ function frame(labels, max, format) {
   return { out, x, y, step };
 }
 
-function svg(name, body, points, empty) {
+function svg(name, W, body, points, empty) {
   const note = empty
     ? `<text class="empty" x="${W / 2}" y="${H / 2}" text-anchor="middle">nothing recorded in this span</text>`
     : "";
@@ -64,9 +67,9 @@ function bar(series, i, label, value, box, format) {
 }
 
 // Bars stacked per bucket, one colour per series.
-export function stackedBars(name, { labels, series, format }) {
+export function stackedBars(name, { labels, series, format, width }) {
   const totals = labels.map((_, i) => series.reduce((sum, s) => sum + (s.values[i] || 0), 0));
-  const f = frame(labels, niceMax(Math.max(0, ...totals)), format);
+  const f = frame(labels, niceMax(Math.max(0, ...totals)), format, width);
   const gap = Math.min(3, f.step * 0.15);
   let body = f.out;
   let points = 0;
@@ -81,15 +84,15 @@ export function stackedBars(name, { labels, series, format }) {
       points += 1;
     }
   });
-  return svg(name, body, points, points === 0);
+  return svg(name, width, body, points, points === 0);
 }
 
 // Bars side by side per bucket, one slot per series: to compare two amounts.
-export function groupedBars(name, { labels, series, format }) {
+export function groupedBars(name, { labels, series, format, width }) {
   const max = Math.max(0, ...series.flatMap((s) => s.values.map((v) => v || 0)));
-  const f = frame(labels, niceMax(max), format);
+  const f = frame(labels, niceMax(max), format, width);
   const gap = Math.min(3, f.step * 0.15);
-  const width = (f.step - 2 * gap) / Math.max(1, series.length);
+  const slot = (f.step - 2 * gap) / Math.max(1, series.length);
   let body = f.out;
   let points = 0;
   labels.forEach((label, i) => {
@@ -97,18 +100,18 @@ export function groupedBars(name, { labels, series, format }) {
     series.forEach((s, k) => {
       const value = s.values[i];
       if (value == null || !any) return;
-      const box = { x: f.x(i) + gap + k * width, y: f.y(value), width, height: f.y(0) - f.y(value) };
+      const box = { x: f.x(i) + gap + k * slot, y: f.y(value), width: slot, height: f.y(0) - f.y(value) };
       body += bar(s, i, label, value, box, format);
       points += 1;
     });
   });
-  return svg(name, body, points, points === 0);
+  return svg(name, width, body, points, points === 0);
 }
 
 // One line per series through the buckets that have a value; a gap where one has none.
-export function lines(name, { labels, series, format }) {
+export function lines(name, { labels, series, format, width }) {
   const max = Math.max(0, ...series.flatMap((s) => s.values.filter((v) => v != null)));
-  const f = frame(labels, niceMax(max), format);
+  const f = frame(labels, niceMax(max), format, width);
   let body = f.out;
   let points = 0;
   for (const s of series) {
@@ -125,7 +128,7 @@ export function lines(name, { labels, series, format }) {
     });
     if (path) body += `<path d="${path}" fill="none" stroke="${color}" stroke-width="2"/>${dots}`;
   }
-  return svg(name, body, points, points === 0);
+  return svg(name, width, body, points, points === 0);
 }
 
 // A row of colour keys, one per series.

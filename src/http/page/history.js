@@ -21,8 +21,10 @@ const NAMES = {
 let last = null;
 
 const count = (v) => (Number.isInteger(v) ? String(v) : v.toFixed(1));
-const ms = (v) => `${v < 10 ? v.toFixed(1) : Math.round(v)} ms`;
-const usd = (v) => (v === 0 ? "$0" : v < 0.01 ? `$${v.toPrecision(2)}` : `$${v.toFixed(2)}`);
+const ms = (v) => (v === 0 ? "0" : `${v < 10 ? v.toFixed(1) : Math.round(v)} ms`);
+const usd = (v) => (v === 0 ? "$0" : v < 0.01 ? `$${Number(v.toPrecision(2))}` : `$${v.toFixed(2)}`);
+// The width a chart is drawn at: its box's, so its text is drawn at the page's size.
+const width = (id) => Math.max(240, $(id).clientWidth || 400);
 const two = (n) => String(n).padStart(2, "0");
 
 // A label per bucket: local time within a day, the UTC date for whole days.
@@ -59,10 +61,12 @@ function drawActivity(activity) {
   const axis = labels(activity.since, activity.bucket_ms, activity.buckets);
   const counts = (field) => series(activity.data, "provider", field, activity, 0, "provider");
   const providers = counts("requests");
-  $("chart-requests").innerHTML = stackedBars("requests", { labels: axis, series: providers, format: count });
-  $("chart-failovers").innerHTML = stackedBars("failovers", { labels: axis, series: counts("failovers"), format: count });
+  const chart = (id, spec) => ({ labels: axis, width: width(id), ...spec });
+  $("chart-requests").innerHTML = stackedBars("requests", chart("chart-requests", { series: providers, format: count }));
+  const failovers = chart("chart-failovers", { series: counts("failovers"), format: count });
+  $("chart-failovers").innerHTML = stackedBars("failovers", failovers);
   const ttft = series(activity.data, "provider", "ttft_ms_mean", activity, null, "provider");
-  $("chart-ttft").innerHTML = lines("ttft", { labels: axis, series: ttft, format: ms });
+  $("chart-ttft").innerHTML = lines("ttft", chart("chart-ttft", { series: ttft, format: ms }));
   $("legend-providers").innerHTML = legend(providers);
 }
 
@@ -70,7 +74,8 @@ function drawSpend(spend) {
   const by = $("spend-by").value;
   const groups = series(spend[`by_${by}`], "group", "cost_usd", spend, 0, by);
   const axis = labels(spend.since, spend.bucket_ms, spend.buckets);
-  $("chart-spend").innerHTML = stackedBars("spend", { labels: axis, series: groups, format: usd });
+  const spec = { labels: axis, series: groups, format: usd, width: width("chart-spend") };
+  $("chart-spend").innerHTML = stackedBars("spend", spec);
   $("legend-spend").innerHTML = legend(groups);
 }
 
@@ -85,7 +90,8 @@ function drawFailoverCost(cost, spend) {
     pair[1].values[i] = (pair[1].values[i] || 0) + row.first_target_usd;
   }
   const axis = labels(spend.since, spend.bucket_ms, spend.buckets);
-  $("chart-failover-cost").innerHTML = groupedBars("failover-cost", { labels: axis, series: pair, format: usd });
+  const spec = { labels: axis, series: pair, format: usd, width: width("chart-failover-cost") };
+  $("chart-failover-cost").innerHTML = groupedBars("failover-cost", spec);
   $("legend-failover-cost").innerHTML = legend([PAID, FIRST]);
   const { requests, cost_usd: paid, first_target_usd: first } = cost.total;
   const firsts = [...new Set(compared.map((row) => `${row.route} → ${row.first_target.provider}`))];
@@ -101,6 +107,7 @@ function drawFailoverCost(cost, spend) {
 function draw(history) {
   last = history;
   $("history").dataset.state = "drawn";
+  $("history").dataset.range = history.activity.range;
   $("history-note").textContent = "";
   $("history-charts").hidden = false;
   drawActivity(history.activity);
@@ -139,6 +146,11 @@ async function refresh() {
 $("history-range").addEventListener("change", refresh);
 $("spend-by").addEventListener("change", () => last && drawSpend(last.spend));
 $("token").addEventListener("change", refresh);
+let resizing = 0;
+window.addEventListener("resize", () => {
+  clearTimeout(resizing);
+  resizing = setTimeout(() => last && $("history").dataset.state === "drawn" && draw(last), 150);
+});
 // A request from the playground is in the store once its batch is written, about 200 ms after it ends.
 document.addEventListener("baton:sent", () => setTimeout(refresh, 700));
 setInterval(() => document.visibilityState === "visible" && refresh(), REFRESH_MS);
