@@ -7,7 +7,7 @@
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
@@ -136,7 +136,7 @@ async function serveWithStore(store) {
   const config = `listen = "127.0.0.1:0"\n\n[[providers]]\nname = "idle"\nkind = "openai"\nbase_url = "http://127.0.0.1:9/v1"\n\n` +
     `[[routes]]\nmodel = "chat"\ntargets = [{ provider = "idle", model = "m" }]\n\n${store(dir)}`;
   writeFileSync(join(dir, "baton.toml"), config);
-  return start(["serve", "--config", join(dir, "baton.toml")]);
+  return { dir, ...(await start(["serve", "--config", join(dir, "baton.toml")])) };
 }
 
 test("without a store the page says no records are kept; with it down, that it is unavailable", { timeout: 90000 }, async () => {
@@ -162,7 +162,9 @@ test("without a store the page says no records are kept; with it down, that it i
     assert.deepEqual([...new Set(errors)], expected, "no script errors, and no failed answer but the history's");
   } finally {
     await browser.close();
-    off.proc.kill();
-    down.proc.kill();
+    for (const baton of [off, down]) {
+      baton.proc.kill();
+      rmSync(baton.dir, { recursive: true, force: true });
+    }
   }
 });
