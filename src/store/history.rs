@@ -143,7 +143,8 @@ pub struct FailedOver {
 
 /// The usage and cost of the requests that failed over (more than one
 /// attempt sent) and were answered at a known cost, per route and bucket
-/// of `window`, oldest bucket first; at most [`MAX_GROUPS`] groups.
+/// of `window`, newest bucket first; at most [`MAX_GROUPS`] groups, so with
+/// more routes than that allows the oldest buckets are left out.
 pub async fn failed_over(db: &Db, window: &Window) -> Result<Vec<FailedOver>, DbError> {
     // Token sums as doubles: a sum of BIGINTs can overflow in SQLite, and a
     // double is exact to 2^53 tokens.
@@ -156,7 +157,7 @@ pub async fn failed_over(db: &Db, window: &Window) -> Result<Vec<FailedOver>, Db
          CAST(COALESCE(SUM(cost_usd), 0.0) AS DOUBLE PRECISION) AS cost_usd \
          FROM requests WHERE time_ms >= $2 AND time_ms < $3 AND attempts > 1 \
          AND provider IS NOT NULL AND route IS NOT NULL AND cost_usd IS NOT NULL \
-         GROUP BY route, bucket ORDER BY bucket, route LIMIT $4";
+         GROUP BY route, bucket ORDER BY bucket DESC, route LIMIT $4";
     let rows = sqlx::query(sql)
         .bind(window.bucket_ms)
         .bind(window.since_ms)
