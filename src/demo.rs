@@ -1,10 +1,14 @@
 //! `baton demo`: the proxy in front of two simulated providers on loopback, a
 //! flaky primary and a healthy secondary, so failover can be watched with no keys.
+//! Its requests are recorded in a SQLite file in a directory of its own under
+//! the system's temporary directory, removed when the demo stops, so the
+//! page has history to draw and nothing is left where the demo ran.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
-use baton::config;
+use baton::config::{self, StoreBackend};
 use baton::mock::{Fault, MockProvider, Schedule};
 
 use crate::AnyError;
@@ -67,7 +71,11 @@ targets = [
         steady = steady.base_url(),
     );
     // Only the standard OTEL_* variables reach the demo's config: they turn traces on.
-    let config = config::parse(&text, "demo", &|name| name.starts_with("OTEL_").then(|| std::env::var(name).ok())?)?;
+    let mut config =
+        config::parse(&text, "demo", &|name| name.starts_with("OTEL_").then(|| std::env::var(name).ok())?)?;
+    let records = TempDir::create()?;
+    config.store.backend = StoreBackend::Sqlite { path: records.0.join("demo.db") };
+    tracing::info!(path = %records.0.display(), "the demo records its requests here until it stops");
     println!("baton demo: a flaky simulated Anthropic (fails about half its requests) and a steady simulated OpenAI,");
     println!(
         "behind baton on http://{listen}. Route \"chat\" tries the flaky one first, with an 800 ms first-token deadline."
@@ -82,6 +90,30 @@ targets = [
     println!();
     println!("Open http://{listen}/ for the playground and the live status of both providers and the route.");
     println!("Each failover is explained in the log below: an \"attempt\" line per try, with its failure_class.");
+    println!("Requests are recorded for the page's charts in a temporary database, removed when the demo stops.");
     println!();
-    crate::serve_on(listener, config, None).await
+    let served = crate::serve_on(listener, config, None).await;
+    drop(records);
+    served
+}
+
+/// A directory of the demo's own under the system's temporary directory,
+/// removed with everything in it when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn create() -> std::io::Result<TempDir> {
+        let name = format!("baton-demo-{}-{:016x}", std::process::id(), fastrand::u64(..));
+        let path = std::env::temp_dir().join(name);
+        std::fs::create_dir(&path)?;
+        Ok(TempDir(path))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if let Err(err) = std::fs::remove_dir_all(&self.0) {
+            tracing::warn!(error = %err, path = %self.0.display(), "the demo's records could not be removed");
+        }
+    }
 }

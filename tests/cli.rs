@@ -129,6 +129,37 @@ fn demo_answers_every_request_and_fails_over() {
             "the flaky primary failed over at least once: {providers:?}"
         );
         assert!(providers.iter().any(|p| p == "flaky-anthropic"), "the primary answered when healthy: {providers:?}");
+        demo.signal("TERM");
+        assert!(demo.exit_within(Duration::from_secs(20)).await.success(), "the demo stops, and cleans up, on SIGTERM");
+    });
+}
+
+#[test]
+fn the_demo_records_for_its_page_in_a_temporary_file_it_removes_when_it_stops() {
+    run(HARD_LIMIT, async {
+        let demo = Baton::command(&["demo", "--listen", "127.0.0.1:0"]).start().await;
+        let dir = demo
+            .log_lines()
+            .iter()
+            .find(|line| line.contains("records its requests"))
+            .and_then(|line| line.split("path=").nth(1)?.split_whitespace().next().map(std::path::PathBuf::from))
+            .expect("the demo says where it records");
+        assert!(dir.starts_with(std::env::temp_dir()), "under the temporary directory, not where it ran: {dir:?}");
+        for _ in 0..3 {
+            assert_eq!(post_chat(&demo, &chat_body(false)).await.status, 200);
+        }
+        let drawn = support::eventually(Duration::from_secs(15), || async {
+            let history: serde_json::Value =
+                reqwest::get(demo.url("/admin/history?range=1h")).await.unwrap().json().await.unwrap();
+            let groups = history["activity"]["data"].as_array().cloned().unwrap_or_default();
+            groups.iter().filter_map(|group| group["requests"].as_i64()).sum::<i64>() == 3
+        })
+        .await;
+        assert!(drawn, "the page's history holds the three requests, open on loopback without a token");
+        assert!(dir.join("demo.db").exists(), "{dir:?}");
+        demo.signal("TERM");
+        assert!(demo.exit_within(Duration::from_secs(20)).await.success());
+        assert!(!dir.exists(), "removed when the demo stopped: {dir:?}");
     });
 }
 

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use baton::config;
 use baton::mock::MockProvider;
 use serde_json::{Value, json};
-use support::store::Backend;
+use support::backend::Backend;
 use support::{Baton, ChatConfig, Proxy, Server, Spawned, chat_body, post_with, run};
 
 const HARD_LIMIT: Duration = Duration::from_secs(60);

@@ -19,8 +19,8 @@ use baton::mock::{Fault, MockProvider, Schedule};
 use baton::store::query::Filter;
 use baton::store::{Records, RequestRow, StoreSignals, now_ms, retention};
 use serde_json::{Value, json};
+use support::backend::{Backend, TempDir};
 use support::postgres::TempDb;
-use support::store::Backend;
 use support::{Baton, ChatConfig, Proxy, Server, Spawned, chat_body, eventually, metrics, post_raw, post_with, run};
 
 const HARD_LIMIT: Duration = Duration::from_secs(60);
@@ -389,8 +389,10 @@ fn with_postgres_stopped_every_request_is_answered_and_rows_are_counted_dropped(
         })
         .await;
         assert!(down, "the store went down and counted its drops:\n{}", metrics(&proxy).await);
-        let (status, body) = admin(&proxy, "/admin/requests", Some(TOKEN)).await;
-        assert_eq!((status, &body["error"]["code"]), (503, &json!("store_unavailable")), "{body}");
+        for path in ["/admin/requests", "/admin/history"] {
+            let (status, body) = admin(&proxy, path, Some(TOKEN)).await;
+            assert_eq!((status, &body["error"]["code"]), (503, &json!("store_unavailable")), "{path}: {body}");
+        }
         for i in 0..5 {
             assert_eq!(ask(&proxy, Some(WEB), &format!("down-{i}"), &chat_body(false)).await, 200, "still answered");
         }
@@ -418,7 +420,7 @@ fn with_postgres_stopped_every_request_is_answered_and_rows_are_counted_dropped(
 fn with_the_sqlite_file_unwritable_every_request_is_answered_and_the_store_is_down_once() {
     run(HARD_LIMIT, async {
         // A regular file where the directory should be: nobody, root included, can create the database.
-        let dir = support::store::TempDir::new("unwritable");
+        let dir = TempDir::new("unwritable");
         let blocker = dir.path().join("not-a-dir");
         std::fs::write(&blocker, "").unwrap();
         let store = format!("[store]\npath = \"{}\"\n", blocker.join("baton.db").display());

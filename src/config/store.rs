@@ -60,8 +60,9 @@ pub struct StoreConfig {
 impl StoreConfig {
     /// The store a config has without a `[store]` table: a SQLite file next
     /// to the config when it was loaded from a file in `dir`; nothing for a
-    /// config given as text (`baton demo`, tests), which has no place of its
-    /// own and must not leave a file in whatever directory it runs in.
+    /// config given as text (tests; `baton demo` sets a temporary file of its
+    /// own), which has no place of its own and must not leave a file in
+    /// whatever directory it runs in.
     pub fn default_for(dir: Option<&Path>) -> Self {
         let backend = match dir {
             Some(dir) => StoreBackend::Sqlite { path: dir.join(DEFAULT_STORE_FILE) },

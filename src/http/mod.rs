@@ -9,6 +9,7 @@ mod body;
 mod chat;
 mod cors;
 mod error;
+mod history;
 mod keys;
 mod panic;
 mod parse_errors;
@@ -47,6 +48,7 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/models", get(models))
         .route("/v1/models/{*id}", get(model))
         .route("/", get(page))
+        .route("/page/{file}", get(page_script))
         .route("/healthz", get(|| async { "ok" }))
         .route("/metrics", get(metrics))
         .route("/admin/status", get(admin::status))
@@ -55,6 +57,7 @@ pub fn app(state: AppState) -> Router {
         .route("/admin/spend", get(records::spend))
         .route("/admin/keys", post(keys::create).get(keys::list))
         .route("/admin/keys/{name}", axum::routing::delete(keys::revoke))
+        .route("/admin/history", get(history::history))
         .fallback(|request: Request| async move { edge_error(&request, ApiError::not_found(request.uri().path())) })
         .method_not_allowed_fallback(|request: Request| async move {
             edge_error(&request, ApiError::method_not_allowed(request.method().as_str(), request.uri().path()))
@@ -160,6 +163,16 @@ fn json_or_error(anthropic: bool, result: Result<serde_json::Value, ApiError>) -
 /// The playground and live status page, built into the binary: no CDN, no build step.
 async fn page() -> axum::response::Html<&'static str> {
     axum::response::Html(include_str!("page/index.html"))
+}
+
+/// The page's scripts, built in beside it: the history charts and what draws them.
+async fn page_script(axum::extract::Path(file): axum::extract::Path<String>) -> Response {
+    let script = match file.as_str() {
+        "history.js" => include_str!("page/history.js"),
+        "charts.js" => include_str!("page/charts.js"),
+        _ => return error::respond::<OpenAiChat>(ApiError::not_found(&format!("/page/{file}"))),
+    };
+    ([(header::CONTENT_TYPE, HeaderValue::from_static("text/javascript; charset=utf-8"))], script).into_response()
 }
 
 async fn metrics(State(state): State<AppState>) -> impl IntoResponse {

@@ -24,7 +24,8 @@ const READ_LIMIT: Duration = Duration::from_secs(10);
 const SPEND_SINCE_HOURS: i64 = 24 * 3_600_000;
 const SPEND_SINCE_DAYS: i64 = 30 * 86_400_000;
 
-type Params = Result<Query<Vec<(String, String)>>, QueryRejection>;
+/// A query string as its pairs, or why it could not be read.
+pub(super) type Params = Result<Query<Vec<(String, String)>>, QueryRejection>;
 
 /// `GET /admin/requests?key=&route=&provider=&outcome=&since=&until=&limit=&cursor=`:
 /// rows newest first, `{"data": [...], "next_cursor"}`.
@@ -97,7 +98,8 @@ fn filter(params: &[(String, String)]) -> Result<Filter, ApiError> {
     Ok(filter)
 }
 
-fn params_of(params: Params) -> Result<Vec<(String, String)>, ApiError> {
+/// The query string's pairs, in order, or a 400 saying why it cannot be read.
+pub(super) fn params_of(params: Params) -> Result<Vec<(String, String)>, ApiError> {
     params
         .map(|Query(params)| params)
         .map_err(|err| ApiError::bad_request(format!("the query string cannot be read: {err}")))
@@ -112,11 +114,13 @@ fn instant(name: &str, value: &str) -> Result<i64, ApiError> {
     })
 }
 
-fn bad(name: &str, what: &str) -> ApiError {
+/// A 400 naming parameter `name` and what it should be.
+pub(super) fn bad(name: &str, what: &str) -> ApiError {
     ApiError::bad_request(format!("parameter {name:?} {what}"))
 }
 
-fn unknown(name: &str, known: &str) -> ApiError {
+/// A 400 naming an unknown parameter, with the ones the endpoint takes.
+pub(super) fn unknown(name: &str, known: &str) -> ApiError {
     ApiError::bad_request(format!("unknown parameter {name:?}; this endpoint takes {known}"))
 }
 
@@ -129,6 +133,7 @@ pub(super) fn database(state: &AppState) -> Result<std::sync::Arc<Db>, ApiError>
     records.db().ok_or_else(unavailable)
 }
 
+/// `reading`, bounded by [`READ_LIMIT`]: a failure or a timeout is a 503.
 pub(super) async fn read<T>(reading: impl Future<Output = Result<T, crate::store::DbError>>) -> Result<T, ApiError> {
     match tokio::time::timeout(READ_LIMIT, reading).await {
         Ok(Ok(value)) => Ok(value),

@@ -5,6 +5,7 @@
 //! slow, full or gone the rows are dropped and counted, never waited for.
 
 mod db;
+pub mod history;
 mod insert;
 pub mod keyring;
 pub mod keys;

@@ -181,7 +181,8 @@ impl GroupBy {
         }
     }
 
-    fn column(self) -> &'static str {
+    /// The column it groups by.
+    pub(super) fn column(self) -> &'static str {
         match self {
             GroupBy::Key => "key",
             GroupBy::Route => "route",

@@ -5,6 +5,7 @@
 
 #![allow(dead_code, reason = "each test file uses a different part of the support module")]
 
+pub mod backend;
 mod binary;
 mod client;
 mod config_text;
@@ -13,7 +14,6 @@ mod mock;
 pub mod postgres;
 mod proxy;
 pub mod raw;
-pub mod store;
 
 use std::future::Future;
 use std::time::{Duration, Instant};

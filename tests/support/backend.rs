@@ -1,29 +1,29 @@
-//! Where a store test keeps its records: a SQLite file in a temporary
-//! directory of its own, or a PostgreSQL server of its own; both are gone
-//! when the test lets go of them.
+//! Where a test's request log goes: a SQLite file in a temporary directory
+//! of the test's own, or a PostgreSQL server of its own; both are gone when
+//! the test lets go of them.
+
+use std::path::{Path, PathBuf};
 
 use super::postgres::TempDb;
 
-/// Where a test's rows go.
+/// A store for one test, and the `[store]` table that names it.
 pub enum Backend {
-    /// A SQLite file in this directory.
     Sqlite(TempDir),
-    /// A PostgreSQL server of the test's own.
     Postgres(TempDb),
 }
 
 impl Backend {
-    /// A SQLite file in a new temporary directory named after `name`.
+    /// A SQLite file in a fresh directory named after `name`.
     pub fn sqlite(name: &str) -> Backend {
         Backend::Sqlite(TempDir::new(name))
     }
 
-    /// A new PostgreSQL server.
+    /// A database on a PostgreSQL server of this test's own.
     pub async fn postgres() -> Backend {
         Backend::Postgres(TempDb::create().await)
     }
 
-    /// The `[store]` table that keeps records here.
+    /// The `[store]` table for this backend.
     pub fn toml(&self) -> String {
         match self {
             Backend::Sqlite(dir) => format!("[store]\npath = \"{}\"\n", dir.path().join("baton.db").display()),
@@ -33,10 +33,10 @@ impl Backend {
 }
 
 /// A temporary directory, removed when dropped.
-pub struct TempDir(std::path::PathBuf);
+pub struct TempDir(PathBuf);
 
 impl TempDir {
-    /// A new, empty directory named after `name`.
+    /// A fresh directory named after the test process, `name` and a random suffix.
     pub fn new(name: &str) -> TempDir {
         let path =
             std::env::temp_dir().join(format!("baton-store-{}-{name}-{:08x}", std::process::id(), fastrand::u32(..)));
@@ -44,8 +44,7 @@ impl TempDir {
         TempDir(path)
     }
 
-    /// Where it is.
-    pub fn path(&self) -> &std::path::Path {
+    pub fn path(&self) -> &Path {
         &self.0
     }
 }
