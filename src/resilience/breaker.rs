@@ -470,4 +470,22 @@ mod tests {
         (0..3).for_each(|_| breaker.record_failure());
         assert_eq!(breaker.state(), BreakerState::Open);
     }
+
+    #[tokio::test(start_paused = true)]
+    async fn it_counts_the_openings_and_closings_it_decided_itself() {
+        let breaker = breaker();
+        breaker.force_acquire().success();
+        assert_eq!(breaker.decided(), Decided::default(), "a success while closed closes nothing");
+        (0..3).for_each(|_| fail_once(&breaker));
+        assert_eq!(breaker.decided(), Decided { opened: 1, closed: 0 });
+        tokio::time::advance(Duration::from_secs(10)).await;
+        breaker.try_acquire().expect("probe").failure();
+        assert_eq!(breaker.decided(), Decided { opened: 2, closed: 0 }, "a failed probe re-opens");
+        tokio::time::advance(Duration::from_secs(10)).await;
+        breaker.try_acquire().expect("probe").success();
+        assert_eq!(breaker.decided(), Decided { opened: 2, closed: 1 });
+        breaker.open_remotely(Duration::from_secs(5));
+        breaker.close_remotely();
+        assert_eq!(breaker.decided(), Decided { opened: 2, closed: 1 }, "another replica's decisions are its own to tell");
+    }
 }
