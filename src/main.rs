@@ -349,7 +349,8 @@ async fn drill(path: &std::path::Path, route: &str, fail: Option<&str>) -> Resul
         }
     };
     let engine = baton::core::Engine::new(&config)?;
-    let ran = baton::ops::drills::run::run(&engine, route, &drill, baton::ops::drills::run::request(&drill), None).await;
+    let ran =
+        baton::ops::drills::run::run(&engine, route, &drill, baton::ops::drills::run::request(&drill), None).await;
     let (spec, elapsed_ms) = (&drill.fail_spec, ran.elapsed.as_millis());
     match (&ran.answered_by, ran.passed) {
         (Some((provider, model)), true) => {

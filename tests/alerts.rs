@@ -15,7 +15,9 @@ use baton::mock::{Fault, MockProvider, Schedule};
 use baton::observe::Metrics;
 use baton::ops::alerts::{Alert, Alerts, QUEUE_ALERTS, sign};
 use serde_json::json;
-use support::{ChatConfig, Delivered, Proxy, RedisServer, Spawned, WebhookReceiver, chat_body, eventually, metrics, post_chat, run};
+use support::{
+    ChatConfig, Delivered, Proxy, RedisServer, Spawned, WebhookReceiver, chat_body, eventually, metrics, post_chat, run,
+};
 
 const HARD_LIMIT: Duration = Duration::from_secs(40);
 /// Long enough for an alert on a loaded machine: the watcher looks every 250 ms.
@@ -39,8 +41,12 @@ fn assert_clean(delivered: &Delivered) {
 fn breaker_alerts_arrive_signed_with_their_fields() {
     run(HARD_LIMIT, async {
         let hook = WebhookReceiver::start().await;
-        let primary =
-            MockProvider::openai().marker("primary").fault(Fault::Http5xx).schedule(Schedule::FirstRequests(1)).spawned().await;
+        let primary = MockProvider::openai()
+            .marker("primary")
+            .fault(Fault::Http5xx)
+            .schedule(Schedule::FirstRequests(1))
+            .spawned()
+            .await;
         let spare = MockProvider::anthropic().marker("spare").spawned().await;
         let chat = ChatConfig::new()
             .top(&hook.toml(&["breaker_open", "breaker_closed"], Some(SECRET)))
@@ -132,7 +138,10 @@ fn budget_threshold_fires_at_80_and_at_100_percent_once_per_window() {
             .top(&hook.toml(&["budget_threshold"], None))
             .mock("paid", &paid)
             .target_keys("price = { input_per_mtok = 100000.0, output_per_mtok = 0.0 }");
-        let text = format!("{}\n[[budgets]]\nscope = \"global\"\nwindow = \"1h\"\nusd = 2.2\naction = \"warn\"\n", chat.toml());
+        let text = format!(
+            "{}\n[[budgets]]\nscope = \"global\"\nwindow = \"1h\"\nusd = 2.2\naction = \"warn\"\n",
+            chat.toml()
+        );
         let proxy = Proxy::start(&text).await;
 
         assert_eq!(post_chat(&proxy, &chat_body(false)).await.status, 200);
@@ -162,7 +171,8 @@ fn state_down_arrives_when_the_shared_state_is_lost() {
         let up = MockProvider::openai().spawned().await;
         let chat = ChatConfig::new().top(&hook.toml(&["state_down"], None)).mock("up", &up);
         let proxy = Proxy::start(&format!("{}\n{}", chat.toml(), redis.state_toml("alerts"))).await;
-        let joined = eventually(ARRIVES_WITHIN, || async { metrics(&proxy).await.contains("baton_state_backend_up 1") });
+        let joined =
+            eventually(ARRIVES_WITHIN, || async { metrics(&proxy).await.contains("baton_state_backend_up 1") });
         assert!(joined.await, "the replica reaches the test's redis-server");
 
         redis.kill();
@@ -217,7 +227,11 @@ fn a_delivery_answered_500_is_tried_again() {
 fn a_full_queue_drops_alerts_and_never_blocks() {
     run(HARD_LIMIT, async {
         let hook = WebhookReceiver::stalling().await;
-        let text = format!("{}\n{}", hook.toml(&[], None), ChatConfig::new().provider("p", baton::providers::ProviderKind::OpenAi, "http://127.0.0.1:9/v1").toml());
+        let text = format!(
+            "{}\n{}",
+            hook.toml(&[], None),
+            ChatConfig::new().provider("p", baton::providers::ProviderKind::OpenAi, "http://127.0.0.1:9/v1").toml()
+        );
         let config = config::parse(&text, "test.toml", &|_| None).expect("valid");
         let metrics = Arc::new(Metrics::new());
         let alerts = Alerts::start(&config.alerts, Arc::clone(&metrics));

@@ -48,7 +48,8 @@ fn with_a_shared_redis_each_replica_reads_the_cluster_s_share() {
         let text = format!("{}\n{}", redis.state_toml("quota-ratio"), chat.toml());
         let (a, b) = (Proxy::start(&text).await, Proxy::start(&text).await);
         let joined = eventually(Duration::from_secs(10), || async {
-            metrics(&a).await.contains("baton_state_backend_up 1") && metrics(&b).await.contains("baton_state_backend_up 1")
+            metrics(&a).await.contains("baton_state_backend_up 1")
+                && metrics(&b).await.contains("baton_state_backend_up 1")
         });
         assert!(joined.await, "both replicas reach the test's redis-server");
         for proxy in [&a, &a, &b, &b] {

@@ -81,7 +81,10 @@ async fn a_drill_runs_once_per_interval_from_a_random_offset() {
         let at = runs(&scripted);
         assert!((9..=10).contains(&at.len()), "ten minutes of a one-minute drill: {} runs", at.len());
         for gap in at.windows(2).map(|pair| pair[1] - pair[0]) {
-            assert!(gap >= Duration::from_secs(60) && gap < Duration::from_secs(66), "an interval plus jitter: {gap:?}");
+            assert!(
+                gap >= Duration::from_secs(60) && gap < Duration::from_secs(66),
+                "an interval plus jitter: {gap:?}"
+            );
         }
         assert_eq!(scripted.opened_for("primary-model"), 0, "the drilled provider is never called");
         let status = running.board.status();
@@ -98,7 +101,8 @@ async fn a_drill_slower_than_its_interval_is_not_started_again() {
     within(VIRTUAL_LIMIT, async {
         let scripted = Scripted::new();
         spare_answers(&scripted, Duration::from_millis(2500));
-        let _running = context(scripted_config("[[drills]]\nroute = \"chat\"\nevery = \"1s\""), &scripted, None).start();
+        let _running =
+            context(scripted_config("[[drills]]\nroute = \"chat\"\nevery = \"1s\""), &scripted, None).start();
 
         tokio::time::sleep(Duration::from_secs(20)).await;
         let at = runs(&scripted);
@@ -133,7 +137,11 @@ async fn replicas_sharing_a_state_run_each_drill_once_per_interval() {
 
         tokio::time::sleep(Duration::from_secs(600)).await;
         let at = runs(&scripted);
-        assert!((9..=11).contains(&at.len()), "one run per interval for the cluster, not one per replica: {}", at.len());
+        assert!(
+            (9..=11).contains(&at.len()),
+            "one run per interval for the cluster, not one per replica: {}",
+            at.len()
+        );
         for gap in at.windows(2).map(|pair| pair[1] - pair[0]) {
             assert!(gap >= Duration::from_secs(60), "two runs within one interval: {gap:?}");
         }
@@ -149,8 +157,12 @@ fn replicas_sharing_a_redis_run_each_drill_once_per_interval() {
         spare_answers(&scripted, Duration::ZERO);
         let mut replicas = Vec::new();
         for _ in 0..2 {
-            let config = scripted_config(&format!("{}\n[[drills]]\nroute = \"chat\"\nevery = \"1s\"", redis.state_toml("drills")));
-            let store = Store::from_config(&config.state, &Arc::new(baton::observe::Metrics::new())).expect("a redis store");
+            let config = scripted_config(&format!(
+                "{}\n[[drills]]\nroute = \"chat\"\nevery = \"1s\"",
+                redis.state_toml("drills")
+            ));
+            let store =
+                Store::from_config(&config.state, &Arc::new(baton::observe::Metrics::new())).expect("a redis store");
             let replica = context(config, &scripted, Some(Arc::clone(&store)));
             spawn_sync(store, Arc::downgrade(replica.engine.health_handle()));
             replicas.push(replica);
@@ -176,7 +188,8 @@ struct TempDir(std::path::PathBuf);
 
 impl TempDir {
     fn new(name: &str) -> TempDir {
-        let path = std::env::temp_dir().join(format!("baton-drills-{}-{name}-{:08x}", std::process::id(), fastrand::u32(..)));
+        let path =
+            std::env::temp_dir().join(format!("baton-drills-{}-{name}-{:08x}", std::process::id(), fastrand::u32(..)));
         std::fs::create_dir_all(&path).expect("temp dir");
         TempDir(path)
     }
@@ -211,13 +224,23 @@ fn a_drill_fails_the_primary_and_the_fallback_answers_charged_to_key_drill() {
             .mock("spare", &spare)
             .target_keys("price = { input_per_mtok = 1000.0, output_per_mtok = 1000.0 }");
         let store = format!("[store]\npath = \"{}\"\n", dir.0.join("baton.db").display());
-        let proxy = drilled_proxy(&format!("{}\n{store}\n[[drills]]\nroute = \"chat\"\nevery = \"1s\"\n", chat.toml())).await;
+        let proxy =
+            drilled_proxy(&format!("{}\n{store}\n[[drills]]\nroute = \"chat\"\nevery = \"1s\"\n", chat.toml())).await;
 
-        let ran = eventually(Duration::from_secs(10), || async { admin_json(&proxy, "/admin/status").await["drills"][0]["runs"].as_u64() >= Some(1) });
+        let ran = eventually(Duration::from_secs(10), || async {
+            admin_json(&proxy, "/admin/status").await["drills"][0]["runs"].as_u64() >= Some(1)
+        });
         assert!(ran.await, "the drill ran within its first interval");
         let drill = admin_json(&proxy, "/admin/status").await["drills"][0].clone();
-        assert_eq!((&drill["route"], &drill["every"], &drill["fail"]), (&json!("chat"), &json!("1s"), &json!("primary=http_5xx")));
-        assert_eq!((&drill["result"], &drill["answered_by"], &drill["attempts"]), (&json!("passed"), &json!("spare"), &json!(2)), "the drilled attempt counts, as in x-baton-attempts");
+        assert_eq!(
+            (&drill["route"], &drill["every"], &drill["fail"]),
+            (&json!("chat"), &json!("1s"), &json!("primary=http_5xx"))
+        );
+        assert_eq!(
+            (&drill["result"], &drill["answered_by"], &drill["attempts"]),
+            (&json!("passed"), &json!("spare"), &json!(2)),
+            "the drilled attempt counts, as in x-baton-attempts"
+        );
         assert!(drill["ms"].is_u64() && drill["last_run"].as_str().is_some_and(|at| at.ends_with('Z')), "{drill}");
 
         assert!(primary.requests().is_empty(), "the failed provider is never called");
@@ -230,11 +253,17 @@ fn a_drill_fails_the_primary_and_the_fallback_answers_charged_to_key_drill() {
         assert!(text.contains(r#"baton_drill_last_success_timestamp_seconds{route="chat"}"#), "{text}");
         assert!(text.contains(r#"baton_cost_usd_total{route="chat",provider="spare",key="drill"}"#), "{text}");
         let rows = eventually(Duration::from_secs(10), || async {
-            admin_json(&proxy, "/admin/requests?key=drill").await["data"].as_array().is_some_and(|rows| !rows.is_empty())
+            admin_json(&proxy, "/admin/requests?key=drill").await["data"]
+                .as_array()
+                .is_some_and(|rows| !rows.is_empty())
         });
         assert!(rows.await, "the drill's request is in the log under key drill");
         let row = admin_json(&proxy, "/admin/requests?key=drill").await["data"][0].clone();
-        assert_eq!((&row["route"], &row["provider"], &row["outcome"]), (&json!("chat"), &json!("spare"), &json!("ok")), "{row}");
+        assert_eq!(
+            (&row["route"], &row["provider"], &row["outcome"]),
+            (&json!("chat"), &json!("spare"), &json!("ok")),
+            "{row}"
+        );
         assert!(row["cost_usd"].as_f64().is_some_and(|usd| usd > 0.0), "charged: {row}");
     });
 }
@@ -244,7 +273,8 @@ fn a_drill_of_a_dead_route_raises_drill_failed_then_drill_recovered() {
     run(HARD_LIMIT, async {
         let hook = WebhookReceiver::start().await;
         let primary = MockProvider::openai().spawned().await;
-        let fallback = MockProvider::gemini().fault(Fault::Http5xx).schedule(Schedule::FirstRequests(1)).spawned().await;
+        let fallback =
+            MockProvider::gemini().fault(Fault::Http5xx).schedule(Schedule::FirstRequests(1)).spawned().await;
         let chat = ChatConfig::new()
             .top(&hook.toml(&["drill_failed", "drill_recovered"], None))
             .mock("primary", &primary)

@@ -22,8 +22,8 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-pub use ops::{AlertEvent, DEFAULT_DRILL_MAX_TOKENS, DEFAULT_DRILL_PROMPT, Drill, DrillExpect, Webhook};
 pub use money::{Budget, BudgetAction, BudgetScope, BudgetWindow, Budgets, Price, RequestCap, add_usd};
+pub use ops::{AlertEvent, DEFAULT_DRILL_MAX_TOKENS, DEFAULT_DRILL_PROMPT, Drill, DrillExpect, Webhook};
 pub use secret::Secret;
 pub use state::{DEFAULT_KEY_PREFIX, DEFAULT_REDIS_URL, DEFAULT_STATE_TIMEOUT, StateBackend, StateConfig};
 pub use store::{DEFAULT_RETENTION_DAYS, DEFAULT_STORE_FILE, StoreBackend, StoreConfig};

@@ -245,9 +245,10 @@ impl Checker<'_> {
     fn drill(&self, raw: &RawDrill, i: usize, routes: &[Arc<Route>]) -> Result<Drill, ConfigError> {
         let key = |field: &str| format!("drills[{i}].{field}");
         let name = raw.route.get_ref();
-        let route = routes.iter().find(|route| route.answers_to(name)).ok_or_else(|| {
-            self.error(&raw.route, key("route"), format!("no route is named {name:?}"))
-        })?;
+        let route = routes
+            .iter()
+            .find(|route| route.answers_to(name))
+            .ok_or_else(|| self.error(&raw.route, key("route"), format!("no route is named {name:?}")))?;
         let every = parse_every(raw.every.get_ref()).map_err(|why| self.error(&raw.every, key("every"), why))?;
         let fail = raw.fail.as_ref().map(|fail| (fail.get_ref().join(","), fail));
         let mut drill = Drill::of(route, fail.as_ref().map(|(spec, _)| spec.as_str()), every).map_err(|why| {

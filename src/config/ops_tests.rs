@@ -53,7 +53,10 @@ fn alert_mistakes_name_their_key_and_line() {
             "t.toml:3: alerts[0].events: unknown event \"breaker_opened\"; known events are breaker_open, breaker_closed, route_exhausted, budget_threshold, drill_failed, drill_recovered, state_down, store_down",
         ),
         ("[[alerts]]\nurl = \"https://h.example\"\nevents = []", "t.toml:3: alerts[0].events: lists no events"),
-        ("[[alerts]]\nurl = \"https://h.example\"\nsecret = \"${NOPE}\"", "t.toml:3: alerts[0].secret: environment variable NOPE is not set"),
+        (
+            "[[alerts]]\nurl = \"https://h.example\"\nsecret = \"${NOPE}\"",
+            "t.toml:3: alerts[0].secret: environment variable NOPE is not set",
+        ),
         ("[[alerts]]\nurl = \"https://h.example\"\nchannel = \"#ops\"", "t.toml:3: channel: unknown field `channel`"),
     ] {
         let err = load(ops).expect_err(ops);
@@ -100,7 +103,10 @@ fn drill_mistakes_name_their_key_and_line() {
             "[[drills]]\nroute = \"chat\"\nevery = \"1h\"\nexpect = \"failed\"",
             "t.toml:4: drills[0].expect: unknown expectation \"failed\"",
         ),
-        ("[[drills]]\nroute = \"chat\"\nevery = \"1h\"\nmax_tokens = 0", "t.toml:4: drills[0].max_tokens: must be at least 1"),
+        (
+            "[[drills]]\nroute = \"chat\"\nevery = \"1h\"\nmax_tokens = 0",
+            "t.toml:4: drills[0].max_tokens: must be at least 1",
+        ),
         ("[[drills]]\nroute = \"chat\"\nevery = \"1h\"\nhow = \"x\"", "t.toml:4: how: unknown field `how`"),
     ] {
         let err = load(ops).expect_err(ops);

@@ -71,11 +71,7 @@ impl OpsMetrics {
             "When a drill of the route last passed, in Unix seconds",
             metrics.drill_last_success.clone(),
         );
-        registry.register(
-            PROVIDER_QUOTA_USED,
-            "Share of the provider's rpm or tpm in use",
-            metrics.quota_used.clone(),
-        );
+        registry.register(PROVIDER_QUOTA_USED, "Share of the provider's rpm or tpm in use", metrics.quota_used.clone());
         metrics
     }
 

@@ -28,7 +28,11 @@ impl Ops {
     /// The alerts `config` asks for, delivered from a task on the current
     /// runtime, and an empty record of its drills (not yet started).
     pub fn start(config: &Config, metrics: Arc<Metrics>) -> Ops {
-        Ops { alerts: Alerts::start(&config.alerts, metrics), board: Arc::new(Board::new(&config.drills)), drills: None }
+        Ops {
+            alerts: Alerts::start(&config.alerts, metrics),
+            board: Arc::new(Board::new(&config.drills)),
+            drills: None,
+        }
     }
 
     /// Where alerts are raised.

@@ -486,6 +486,10 @@ mod tests {
         assert_eq!(breaker.decided(), Decided { opened: 2, closed: 1 });
         breaker.open_remotely(Duration::from_secs(5));
         breaker.close_remotely();
-        assert_eq!(breaker.decided(), Decided { opened: 2, closed: 1 }, "another replica's decisions are its own to tell");
+        assert_eq!(
+            breaker.decided(),
+            Decided { opened: 2, closed: 1 },
+            "another replica's decisions are its own to tell"
+        );
     }
 }

@@ -65,4 +65,3 @@ impl Drop for RedisServer {
         self.kill();
     }
 }
-

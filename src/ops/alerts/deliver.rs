@@ -110,7 +110,9 @@ impl Delivery {
             request = request.header(SIGNATURE_HEADER, signature(secret, body));
         }
         // The URL was checked at load; an error here names no part of it.
-        let Ok(request) = request.body(body.clone()) else { return Tried::GiveUp("the URL cannot be requested".into()) };
+        let Ok(request) = request.body(body.clone()) else {
+            return Tried::GiveUp("the URL cannot be requested".into());
+        };
         let response = match self.client.send(request).await {
             Ok(response) => response,
             Err(err) => return Tried::Retry(err.to_string()),
