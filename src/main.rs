@@ -383,6 +383,13 @@ async fn check(path: &std::path::Path) -> Result<(), AnyError> {
     if let Some(telemetry) = &config.telemetry {
         println!("traces: to {} as service {:?}", telemetry.traces_endpoint, telemetry.service_name);
     }
+    for webhook in &config.alerts {
+        let signed = if webhook.secret.is_some() { ", signed" } else { "" };
+        println!("alerts: to {} ({} events{signed})", webhook.host, webhook.events.len());
+    }
+    for drill in &config.drills {
+        println!("drill: route {:?} every {} s, failing {:?}", drill.route, drill.every.as_secs(), drill.fail_spec);
+    }
     println!("{}", tokio::time::timeout(CHECK_STORE_LIMIT, store_report(&config.store)).await.unwrap_or_else(|_| {
         format!("store: {}: unreachable (no answer within {CHECK_STORE_LIMIT:?}); baton serves anyway and keeps no rows until it answers", config.store.backend_name())
     }));
