@@ -79,7 +79,7 @@ impl DrillContext {
         }
         let ran = self.run(drill).await;
         let recovered = self.board.record(index, &ran);
-        let unix_s = f64::from(u32::try_from(ran.at_ms / 1000).unwrap_or(u32::MAX));
+        let unix_s = ran.at_ms as f64 / 1000.0;
         self.engine.metrics().ops().drill_run(&ran.route, ran.passed, unix_s);
         let ms = u64::try_from(ran.elapsed.as_millis()).unwrap_or(u64::MAX);
         let answered_by = ran.answered_by.as_ref().map(|(provider, _)| provider.as_str());
