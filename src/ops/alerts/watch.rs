@@ -61,14 +61,18 @@ impl Watched {
         runtime.spawn(async move {
             let started = Instant::now();
             let mut seen = Seen::default();
+            let breakers = alerts.wants(AlertEvent::BreakerOpen) || alerts.wants(AlertEvent::BreakerClosed);
+            let state = alerts.wants(AlertEvent::StateDown);
             let mut tick = tokio::time::interval(WATCH_EVERY);
             tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
             loop {
                 tick.tick().await;
                 let Some(health) = self.health.upgrade() else { return };
-                seen.breakers(&health, &alerts);
+                if breakers {
+                    seen.breakers(&health, &alerts);
+                }
                 drop(health);
-                if let Some(store) = &self.store {
+                if let Some(store) = self.store.as_ref().filter(|_| state) {
                     seen.state(store, started, &alerts);
                 }
                 if alerts.wants(AlertEvent::BudgetThreshold) {
