@@ -10,6 +10,7 @@ pub mod event;
 pub mod http;
 pub mod mock;
 pub mod observe;
+pub mod ops;
 pub mod providers;
 pub mod request;
 pub mod resilience;

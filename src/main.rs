@@ -246,7 +246,7 @@ pub(crate) async fn serve_on(
     let workers = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
     tracing::info!(listen = %listener.local_addr()?, routes = config.routes.len(), workers, "baton is serving");
     let grace = config.shutdown_grace;
-    let mut state = AppState::new(config)?.with_traces()?.with_records().await;
+    let mut state = AppState::new(config)?.with_traces()?.with_records().await.with_drills();
     if let Some(path) = path {
         state = state.with_config_path(path);
         tokio::spawn(reload_on_hangup(state.clone()));
@@ -337,56 +337,46 @@ async fn mock(args: MockArgs) -> Result<(), AnyError> {
     Ok(())
 }
 
-/// What a drill asks: little, so running it often costs little.
-const DRILL_PROMPT: &str = "Reply with the word ok.";
-/// The drill's answer limit.
-const DRILL_MAX_TOKENS: u32 = 8;
-
 /// Runs one drill of `route` now and says how it went; an error unless a
-/// provider that was not failed answered.
+/// provider that was not failed answered. The route's `[[drills]]` entry,
+/// when it has one, gives what `--fail` does not.
 #[expect(clippy::print_stdout, reason = "a drill prints how it went")]
 async fn drill(path: &std::path::Path, route: &str, fail: Option<&str>) -> Result<(), AnyError> {
     let config = config::load(path)?;
     let route = config.route(route).ok_or_else(|| format!("no route {route:?} in {}", path.display()))?;
-    let spec = match fail {
-        Some(spec) => spec.to_owned(),
-        None => {
-            let first = route.targets.first().ok_or("the route has no targets")?;
-            format!("{}=http_5xx", first.provider.name)
+    let configured = config.drills.iter().find(|drill| drill.route == route.model);
+    let drill = match (configured, fail) {
+        (Some(configured), None) => configured.clone(),
+        (configured, fail) => {
+            let mut drill = config::Drill::of(route, fail, Duration::ZERO).map_err(|err| format!("--fail: {err}"))?;
+            if let Some(configured) = configured {
+                (drill.prompt, drill.max_tokens) = (configured.prompt.clone(), configured.max_tokens);
+            }
+            drill
         }
     };
-    let drills = baton::core::Drills::parse(&spec).map_err(|err| format!("--fail: {err}"))?;
-    let request = baton::event::ChatRequest {
-        messages: vec![baton::event::Message::text(baton::event::Role::User, DRILL_PROMPT)],
-        max_tokens: Some(DRILL_MAX_TOKENS),
-        ..baton::event::ChatRequest::default()
-    };
-    let call = baton::core::Call {
-        id: std::sync::Arc::from(format!("drill_{:016x}", fastrand::u64(..))),
-        request: Box::new(request),
-        drills,
-        trace: Default::default(),
-    };
     let engine = baton::core::Engine::new(&config)?;
-    let started = std::time::Instant::now();
-    let answered = engine.complete(route, &call).await;
-    let elapsed_ms = started.elapsed().as_millis();
-    match answered {
-        Ok(done) if call.drills.for_provider(&done.winner.provider).is_none() => {
-            let winner = &done.winner;
+    let ran =
+        baton::ops::drills::run::run(&engine, route, &drill, baton::ops::drills::run::request(&drill), None).await;
+    let (spec, elapsed_ms) = (&drill.fail_spec, ran.elapsed.as_millis());
+    match (&ran.answered_by, ran.passed) {
+        (Some((provider, model)), true) => {
             println!(
-                "drill of {:?} ({spec}): answered by {} ({}) after {} attempts in {elapsed_ms} ms",
-                route.model, winner.provider, winner.model, winner.attempts
+                "drill of {:?} ({spec}): answered by {provider} ({model}) after {} attempts in {elapsed_ms} ms",
+                route.model, ran.attempts
             );
             Ok(())
         }
-        Ok(done) => {
-            Err(format!("drill of {:?} ({spec}): answered by the failed {}", route.model, done.winner.provider).into())
+        (Some((provider, _)), false) => {
+            Err(format!("drill of {:?} ({spec}): answered by the failed {provider}", route.model).into())
         }
-        Err(err) => {
-            Err(format!("drill of {:?} ({spec}) failed after {elapsed_ms} ms: {}: {err}", route.model, err.kind())
-                .into())
-        }
+        (None, _) => Err(format!(
+            "drill of {:?} ({spec}) failed after {elapsed_ms} ms: {}: {}",
+            route.model,
+            ran.outcome,
+            ran.error.as_deref().unwrap_or("no answer")
+        )
+        .into()),
     }
 }
 
@@ -399,6 +389,13 @@ async fn check(path: &std::path::Path) -> Result<(), AnyError> {
     println!("{}: ok, listening on {}", path.display(), config.listen);
     if let Some(telemetry) = &config.telemetry {
         println!("traces: to {} as service {:?}", telemetry.traces_endpoint, telemetry.service_name);
+    }
+    for webhook in &config.alerts {
+        let signed = if webhook.secret.is_some() { ", signed" } else { "" };
+        println!("alerts: to {} ({} events{signed})", webhook.host, webhook.events.len());
+    }
+    for drill in &config.drills {
+        println!("drill: route {:?} every {} s, failing {:?}", drill.route, drill.every.as_secs(), drill.fail_spec);
     }
     println!("{}", tokio::time::timeout(CHECK_STORE_LIMIT, store_report(&config.store)).await.unwrap_or_else(|_| {
         format!("store: {}: unreachable (no answer within {CHECK_STORE_LIMIT:?}); baton serves anyway and keeps no rows until it answers", config.store.backend_name())

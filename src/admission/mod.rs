@@ -25,8 +25,8 @@ pub use breaker::BreakerPolicy;
 pub use context::ContextWindowPolicy;
 pub use cooldown::CooldownPolicy;
 pub use gate::{Admitted, GateTicket, KeyUse, Refusal, RequestGate, SpendView};
-pub use quota::QuotaPolicy;
-pub use shared::take_provider_quota;
+pub use quota::{QuotaPolicy, QuotaUse};
+pub use shared::{cluster_quota_used, take_provider_quota};
 
 use crate::config::Provider;
 use crate::event::{ChatRequest, Usage};
@@ -121,6 +121,8 @@ pub trait Policy: Send + Sync {
 /// The policies, in order: the first skip wins.
 pub struct Admission {
     policies: Vec<Box<dyn Policy>>,
+    /// The providers' quota policy, also read for the metrics.
+    quota: QuotaPolicy,
 }
 
 impl Default for Admission {
@@ -129,13 +131,15 @@ impl Default for Admission {
     /// quota, then its breaker (last, so a probe is never taken for a
     /// request another policy turns away).
     fn default() -> Self {
+        let quota = QuotaPolicy::default();
         Admission {
             policies: vec![
                 Box::new(ContextWindowPolicy),
                 Box::new(CooldownPolicy),
-                Box::new(QuotaPolicy::default()),
+                Box::new(quota.clone()),
                 Box::new(BreakerPolicy),
             ],
+            quota,
         }
     }
 }
@@ -146,6 +150,11 @@ impl Admission {
         let mut admission = Admission::default();
         admission.policies.extend(more);
         admission
+    }
+
+    /// How much of each of `providers`' quota this replica has in use now.
+    pub fn quota_used(&self, providers: &[std::sync::Arc<Provider>]) -> Vec<QuotaUse> {
+        self.quota.used(providers)
     }
 
     /// Runs `candidate` through every policy; the tickets of those that

@@ -10,6 +10,7 @@ use tokio::time::Instant;
 
 use super::gcra::Gcra;
 use super::{Candidate, Policy, Settlement, Skip, SkipReason, Ticket};
+use crate::config::Provider;
 
 /// One provider's limiters, with the limits they were made for.
 struct Quota {
@@ -18,10 +19,47 @@ struct Quota {
     tokens: Option<Gcra>,
 }
 
-/// Every provider's quota state.
-#[derive(Default)]
+/// Every provider's quota state; clones share it.
+#[derive(Default, Clone)]
 pub struct QuotaPolicy {
     quotas: Arc<Mutex<HashMap<String, Quota>>>,
+}
+
+/// How much of one provider's quota is in use, for the metrics.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QuotaUse {
+    /// The provider's name.
+    pub provider: String,
+    /// `rpm` or `tpm`, as the config names the limit.
+    pub unit: &'static str,
+    /// Its limit per minute.
+    pub per_minute: u64,
+    /// The share in use on this replica: 0 when idle, 1 when full.
+    pub ratio: f64,
+}
+
+impl QuotaPolicy {
+    /// The share of the `rpm` and `tpm` of each of `providers` that has
+    /// them which this replica has in use now (idle until first asked).
+    pub fn used(&self, providers: &[Arc<Provider>]) -> Vec<QuotaUse> {
+        let now = Instant::now();
+        let quotas = self.quotas.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut used = Vec::new();
+        for provider in providers {
+            let quota = quotas.get(&provider.name).filter(|quota| quota.limits == (provider.rpm, provider.tpm));
+            let limits = [
+                ("rpm", provider.rpm, quota.and_then(|quota| quota.requests.as_ref())),
+                ("tpm", provider.tpm, quota.and_then(|quota| quota.tokens.as_ref())),
+            ];
+            for (unit, limit, gcra) in limits {
+                let Some(per_minute) = limit else { continue };
+                let available = gcra.map_or(per_minute, |gcra| gcra.available(now));
+                let ratio = per_minute.saturating_sub(available) as f64 / per_minute.max(1) as f64;
+                used.push(QuotaUse { provider: provider.name.clone(), unit, per_minute, ratio });
+            }
+        }
+        used
+    }
 }
 
 impl Policy for QuotaPolicy {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use super::gate::{Admitted, Refusal, RequestGate};
-use super::{Candidate, Settlement, Skip, SkipReason, Ticket};
+use super::{Candidate, QuotaUse, Settlement, Skip, SkipReason, Ticket};
 use crate::access::ClientKey;
 use crate::config::{Config, Route};
 use crate::event::ChatRequest;
@@ -134,6 +134,26 @@ pub async fn take_provider_quota(
             Err(Skip { reason: SkipReason::OverQuota(retry_after), recovers_at })
         }
     }
+}
+
+/// `used` (this replica's share of each provider quota) raised to the
+/// cluster's share when `store` answers within its timeout: the share a
+/// replica sees locally counts only its own part of the traffic.
+pub async fn cluster_quota_used(store: &Store, mut used: Vec<QuotaUse>) -> Vec<QuotaUse> {
+    let limits: Vec<Limit> = used
+        .iter()
+        .map(|quota| Limit {
+            name: format!("provider:{}:{}", quota.provider, quota.unit),
+            per_minute: quota.per_minute,
+            amount: 0,
+        })
+        .collect();
+    if let Some(cluster) = store.call(|state| state.used(&limits)).await {
+        for (quota, share) in used.iter_mut().zip(cluster) {
+            quota.ratio = quota.ratio.max(share);
+        }
+    }
+    used
 }
 
 /// One attempt's tokens reserved from a provider's shared `tpm`.

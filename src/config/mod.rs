@@ -4,6 +4,7 @@
 
 mod keys;
 mod money;
+mod ops;
 mod raw;
 mod routing;
 mod secret;
@@ -22,6 +23,7 @@ use std::time::Duration;
 use thiserror::Error;
 
 pub use money::{Budget, BudgetAction, BudgetScope, BudgetWindow, Budgets, Price, RequestCap, add_usd};
+pub use ops::{AlertEvent, DEFAULT_DRILL_MAX_TOKENS, DEFAULT_DRILL_PROMPT, Drill, DrillExpect, Webhook};
 pub use secret::Secret;
 pub use state::{DEFAULT_KEY_PREFIX, DEFAULT_REDIS_URL, DEFAULT_STATE_TIMEOUT, StateBackend, StateConfig};
 pub use store::{DEFAULT_RETENTION_DAYS, DEFAULT_STORE_FILE, StoreBackend, StoreConfig};
@@ -102,6 +104,10 @@ pub struct Config {
     pub telemetry: Option<Telemetry>,
     /// Where the request log and the spend ledger are kept (`[store]`).
     pub store: StoreConfig,
+    /// The webhooks alerts go to (`[[alerts]]`).
+    pub alerts: Vec<Webhook>,
+    /// The drills run on a schedule (`[[drills]]`).
+    pub drills: Vec<Drill>,
 }
 
 /// Who may call, and from where.

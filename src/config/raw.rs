@@ -33,6 +33,10 @@ pub(super) struct RawConfig {
     pub providers: Vec<Spanned<RawProvider>>,
     #[serde(default)]
     pub routes: Vec<Spanned<RawRoute>>,
+    #[serde(default)]
+    pub alerts: Vec<Spanned<super::ops::RawAlert>>,
+    #[serde(default)]
+    pub drills: Vec<Spanned<super::ops::RawDrill>>,
 }
 
 #[derive(Deserialize)]

@@ -44,6 +44,8 @@ impl Top {
             state: self.state,
             telemetry: None,
             store: super::StoreConfig::default_for(None),
+            alerts: Vec::new(),
+            drills: Vec::new(),
         }
     }
 }

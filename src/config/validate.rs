@@ -88,6 +88,7 @@ impl Checker<'_> {
         }
         let telemetry = self.telemetry(raw.telemetry.as_ref()).map_err(|err| errors.push(err)).ok().flatten();
         let store = self.store(raw.store.as_ref()).map_err(|err| errors.push(err)).ok();
+        let (alerts, drills) = (self.alerts(&raw.alerts, &mut errors), self.drills(&raw.drills, &routes, &mut errors));
         let mut key_budgets = Vec::new();
         let mut access = self.access(&raw, &routes, &mut key_budgets, &mut errors);
         if let (Some(top), Some(store)) = (&top, &store) {
@@ -111,7 +112,7 @@ impl Checker<'_> {
         }
         match (top, store, errors.len()) {
             (Some(top), Some(store), 0) => {
-                Ok(Config { telemetry, store, ..top.into_config(access, providers, routes, budgets) })
+                Ok(Config { telemetry, store, alerts, drills, ..top.into_config(access, providers, routes, budgets) })
             }
             (_, _, 1) => Err(errors.remove(0)),
             _ => Err(ConfigError::Many(errors)),

@@ -179,6 +179,16 @@ impl Engine {
         &self.metrics
     }
 
+    /// How much of each of `providers`' `rpm` and `tpm` is in use now: this
+    /// replica's share, raised to the cluster's when a shared store answers.
+    pub async fn quota_used(&self, providers: &[Arc<crate::config::Provider>]) -> Vec<crate::admission::QuotaUse> {
+        let used = self.admission.quota_used(providers);
+        match &self.store {
+            Some(store) if !used.is_empty() => crate::admission::cluster_quota_used(store, used).await,
+            _ => used,
+        }
+    }
+
     /// Streams `call` from the first target of `route` that commits. With
     /// `on_midstream_failure = "resume"`, a stream that breaks later is
     /// continued by another candidate.

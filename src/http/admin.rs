@@ -113,6 +113,7 @@ pub(super) async fn status(State(state): State<AppState>, headers: HeaderMap) ->
         "keys": keys,
         "budgets": budgets,
         "spend": global,
+        "drills": state.ops().drills_status(),
     })))
 }
 

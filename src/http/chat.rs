@@ -189,7 +189,7 @@ async fn stream<D: Dialect>(
         committed = engine.stream(route, call) => committed,
         () = state.drained() => Err(ProxyError::ShuttingDown),
     };
-    let committed = committed.inspect_err(|err| failed(&mut watch, err))?;
+    let committed = committed.inspect_err(|err| failed(state, route, &mut watch, err))?;
     let price = route.targets.get(committed.winner.target).and_then(|target| target.price);
     watch.committed(&committed.winner, price, Some(engine.health().provider(&committed.winner.provider)));
     let encoder = D::encoder(&committed.winner.model, options);
@@ -216,7 +216,7 @@ async fn complete<D: Dialect>(
         completed = state.engine().complete(route, call) => completed,
         () = state.drained() => Err(ProxyError::ShuttingDown),
     };
-    let completed = completed.inspect_err(|err| failed(&mut watch, err))?;
+    let completed = completed.inspect_err(|err| failed(state, route, &mut watch, err))?;
     let price = route.targets.get(completed.winner.target).and_then(|target| target.price);
     watch.committed(&completed.winner, price, None);
     for event in &completed.events {
@@ -294,8 +294,14 @@ fn sse_body<E: Encoder>(
 }
 
 /// The request got no answer: its watch hears why, with each attempt for
-/// the request log when it keeps one.
-fn failed(watch: &mut RequestWatch, err: &ProxyError) {
+/// the request log when it keeps one; when every target failed (not the
+/// client's request, not only drills), so do the alerts.
+fn failed(state: &AppState, route: &Route, watch: &mut RequestWatch, err: &ProxyError) {
+    if let ProxyError::AllFailed(attempts) = err
+        && !attempts.iter().all(|attempt| matches!(attempt.failure, Failure::Drill(_)))
+    {
+        state.ops().alerts().raise(crate::ops::alerts::Alert::route_exhausted(&route.model, err));
+    }
     let tried =
         if watch.is_recording() { err.attempts().iter().map(AttemptRecord::tried).collect() } else { Vec::new() };
     watch.failed(err.kind(), err.status(), tried);

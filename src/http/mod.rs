@@ -177,6 +177,9 @@ async fn page_script(axum::extract::Path(file): axum::extract::Path<String>) -> 
 
 async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     let engine = state.engine();
+    for quota in engine.quota_used(&state.config().providers).await {
+        engine.metrics().ops().quota_used(&quota.provider, quota.unit, quota.ratio);
+    }
     let text = engine.metrics().render(engine.health());
     ([(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"))], text)
 }

@@ -13,6 +13,8 @@ use crate::config::{self, Config, ConfigError};
 use crate::core::Engine;
 use crate::observe::RouteStats;
 use crate::observe::traces::{TraceError, Tracer};
+use crate::ops::alerts::{StoreAlerts, Watched};
+use crate::ops::drills::DrillContext;
 use crate::providers::client::ClientError;
 use crate::state::Store;
 use crate::store::{Keyring, Records, keyring};
@@ -36,6 +38,7 @@ pub struct AppState {
     tracer: Option<Arc<Tracer>>,
     bodies: super::body::BodyBudget,
     records: Option<Records>,
+    ops: crate::ops::Ops,
 }
 
 impl AppState {
@@ -49,11 +52,17 @@ impl AppState {
         }
         let gate = Arc::new(RequestGate::new(Arc::clone(engine.metrics())).with_store(store.clone()));
         let bodies = super::body::BodyBudget::new(config.max_body_bytes_in_flight);
+        let ops = crate::ops::Ops::start(&config, Arc::clone(engine.metrics()));
+        let keyring = Arc::new(Keyring::new(config));
+        let health = Arc::downgrade(engine.health_handle());
+        let watched = Watched { health, gate: Arc::clone(&gate), config: Arc::clone(&keyring), store: store.clone() };
+        watched.spawn(ops.alerts().clone());
         Ok(AppState {
             bodies,
             gate,
             store,
-            keyring: Arc::new(Keyring::new(config)),
+            keyring,
+            ops,
             config_path: None,
             engine,
             routes: Arc::new(RouteStats::default()),
@@ -69,7 +78,9 @@ impl AppState {
     /// database (five seconds at most); if that fails, it serves anyway and
     /// the budgets take the ledger's spend in when the store opens.
     pub async fn with_records(mut self) -> Self {
-        let signals: Arc<dyn crate::store::StoreSignals> = Arc::clone(self.engine.metrics()) as _;
+        let alerts = self.ops.alerts().clone();
+        let (metrics, backend) = (Arc::clone(self.engine.metrics()), self.config().store.backend_name());
+        let signals: Arc<dyn crate::store::StoreSignals> = Arc::new(StoreAlerts { metrics, alerts, backend });
         let Some((records, started)) = Records::start(&self.config(), signals) else { return self };
         let gate = Arc::clone(&self.gate);
         let seeding = tokio::spawn(async move {
@@ -103,6 +114,29 @@ impl AppState {
     /// The config in force and the store's keys merged into it.
     pub fn keyring(&self) -> &Keyring {
         &self.keyring
+    }
+
+    /// Starts the config's `[[drills]]` on their schedule (from inside a
+    /// tokio runtime; after [`AppState::with_records`], so drills are
+    /// recorded as the requests they are).
+    pub fn with_drills(mut self) -> Self {
+        let context = DrillContext {
+            engine: self.engine.clone(),
+            config: Arc::clone(&self.keyring),
+            gate: Arc::clone(&self.gate),
+            records: self.records.clone(),
+            routes: Arc::clone(&self.routes),
+            store: self.store.clone(),
+            alerts: self.ops.alerts().clone(),
+            board: Arc::clone(self.ops.board()),
+        };
+        self.ops = self.ops.with_drills(context);
+        self
+    }
+
+    /// Alerts and drills.
+    pub fn ops(&self) -> &crate::ops::Ops {
+        &self.ops
     }
 
     /// The request log, when the config keeps one.
@@ -210,6 +244,10 @@ impl AppState {
         if next.telemetry != current.telemetry {
             tracing::warn!("a new [telemetry] takes effect only on restart");
             next.telemetry.clone_from(&current.telemetry);
+        }
+        if (&next.alerts, &next.drills) != (&current.alerts, &current.drills) {
+            tracing::warn!("new [[alerts]] or [[drills]] take effect only on restart");
+            (next.alerts, next.drills) = (current.alerts.clone(), current.drills.clone());
         }
         self.engine.health().reconcile(next.providers.iter().map(|p| (p.name.as_str(), p.breaker)));
         let next = self.keyring.set_file_config(next);

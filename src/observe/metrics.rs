@@ -150,6 +150,8 @@ pub struct Metrics {
     records_dropped: Counter,
     records_written: Counter,
     store_up: Gauge,
+    /// Alerts, drills and quotas: what baton does for its operators.
+    ops: super::ops_metrics::OpsMetrics,
     /// When a client fault was last logged, per kind, so a flood logs a line a second.
     fault_logged: Mutex<HashMap<&'static str, Instant>>,
 }
@@ -198,6 +200,7 @@ impl Metrics {
         registry.register(RECORDS_DROPPED, "Request rows the store could not keep", records_dropped.clone());
         registry.register(RECORDS_WRITTEN, "Request rows the store wrote", records_written.clone());
         registry.register(STORE_UP, "Whether the store's database answers", store_up.clone());
+        let ops = super::ops_metrics::OpsMetrics::register(&mut registry);
         Metrics {
             registry,
             requests,
@@ -217,8 +220,14 @@ impl Metrics {
             records_dropped,
             records_written,
             store_up,
+            ops,
             fault_logged: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The metrics of alerts, drills and provider quotas.
+    pub fn ops(&self) -> &super::ops_metrics::OpsMetrics {
+        &self.ops
     }
 
     /// A request ended with `outcome`, after `duration`.

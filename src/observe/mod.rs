@@ -2,6 +2,7 @@
 //! per-route counts behind the status API, and OpenTelemetry traces.
 
 mod metrics;
+pub mod ops_metrics;
 mod request;
 pub mod traces;
 

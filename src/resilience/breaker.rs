@@ -52,6 +52,19 @@ struct State {
     consecutive_failures: u32,
     recent: VecDeque<bool>,
     cluster: Cluster,
+    /// How often this replica's own breaker opened and closed, for alerts.
+    decided: Decided,
+}
+
+/// Counts of the openings and closings a breaker decided itself (not those
+/// learnt from another replica, which that replica counts): a watcher that
+/// compares them misses no transition, however quick.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Decided {
+    /// Times it opened (a re-opening after a failed probe included).
+    pub opened: u64,
+    /// Times it closed after being open.
+    pub closed: u64,
 }
 
 /// What a breaker shared with other replicas keeps of the cluster.
@@ -108,6 +121,7 @@ impl Breaker {
             consecutive_failures: 0,
             recent: VecDeque::new(),
             cluster: Cluster::default(),
+            decided: Decided::default(),
         };
         Arc::new(Breaker { provider: provider.to_owned(), state: Mutex::new(state) })
     }
@@ -128,6 +142,11 @@ impl Breaker {
             Phase::Open { until } if Instant::now() < until => BreakerState::Open,
             Phase::Open { .. } | Phase::HalfOpen { .. } => BreakerState::HalfOpen,
         }
+    }
+
+    /// The openings and closings this breaker decided so far.
+    pub fn decided(&self) -> Decided {
+        self.lock().decided
     }
 
     /// Leave to try the provider, or `None` while it is open or its one probe
@@ -182,10 +201,14 @@ impl Breaker {
         state.consecutive_failures = 0;
         self.remember(state, false);
         if probe || matches!(state.phase, Phase::HalfOpen { .. }) {
+            let was_closed = matches!(state.phase, Phase::Closed);
             state.recent.clear();
             state.phase = Phase::Closed;
             state.cluster.probe_granted = false;
             state.cluster.news = Some(Transition::Closed);
+            if !was_closed {
+                state.decided.closed = state.decided.closed.saturating_add(1);
+            }
             tracing::info!(provider = %self.provider, "breaker_closed");
         }
     }
@@ -207,6 +230,7 @@ impl Breaker {
             state.phase = Phase::Open { until };
             state.cluster.probe_granted = false;
             state.cluster.news = Some(Transition::Opened { until });
+            state.decided.opened = state.decided.opened.saturating_add(1);
             tracing::warn!(
                 provider = %self.provider,
                 cooldown_ms = u64::try_from(settings.cooldown.as_millis()).unwrap_or(u64::MAX),
@@ -445,5 +469,27 @@ mod tests {
         let breaker = breaker();
         (0..3).for_each(|_| breaker.record_failure());
         assert_eq!(breaker.state(), BreakerState::Open);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn it_counts_the_openings_and_closings_it_decided_itself() {
+        let breaker = breaker();
+        breaker.force_acquire().success();
+        assert_eq!(breaker.decided(), Decided::default(), "a success while closed closes nothing");
+        (0..3).for_each(|_| fail_once(&breaker));
+        assert_eq!(breaker.decided(), Decided { opened: 1, closed: 0 });
+        tokio::time::advance(Duration::from_secs(10)).await;
+        breaker.try_acquire().expect("probe").failure();
+        assert_eq!(breaker.decided(), Decided { opened: 2, closed: 0 }, "a failed probe re-opens");
+        tokio::time::advance(Duration::from_secs(10)).await;
+        breaker.try_acquire().expect("probe").success();
+        assert_eq!(breaker.decided(), Decided { opened: 2, closed: 1 });
+        breaker.open_remotely(Duration::from_secs(5));
+        breaker.close_remotely();
+        assert_eq!(
+            breaker.decided(),
+            Decided { opened: 2, closed: 1 },
+            "another replica's decisions are its own to tell"
+        );
     }
 }

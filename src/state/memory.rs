@@ -27,6 +27,8 @@ struct Inner {
     cooling_until: HashMap<String, Instant>,
     /// Each budget scope's spend.
     spend: HashMap<String, Spend>,
+    /// Each lease's holder, until when.
+    leases: HashMap<String, (u64, Instant)>,
 }
 
 /// The holder recorded when a probe succeeded.
@@ -168,6 +170,33 @@ impl SharedState for MemoryState {
 
     fn ping(&self) -> StateFuture<'_, ()> {
         Box::pin(async { Ok::<(), Unavailable>(()) })
+    }
+
+    fn lease<'a>(&'a self, name: &'a str, ttl: Duration) -> StateFuture<'a, bool> {
+        Box::pin(async move {
+            let now = Instant::now();
+            let mut inner = self.lock();
+            inner.leases.retain(|_, (_, until)| *until > now);
+            if inner.leases.contains_key(name) {
+                return Ok(false);
+            }
+            inner.leases.insert(name.to_owned(), (self.id, crate::core::later(now, ttl)));
+            Ok(true)
+        })
+    }
+
+    fn used<'a>(&'a self, limits: &'a [Limit]) -> StateFuture<'a, Vec<f64>> {
+        Box::pin(async move {
+            let now = Instant::now();
+            let inner = self.lock();
+            let share = |limit: &Limit| match inner.limits.get(&limit.name) {
+                Some((per_minute, gcra)) if *per_minute > 0 => {
+                    per_minute.saturating_sub(gcra.available(now)) as f64 / *per_minute as f64
+                }
+                _ => 0.0,
+            };
+            Ok(limits.iter().map(share).collect())
+        })
     }
 }
 

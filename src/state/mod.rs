@@ -17,7 +17,7 @@ mod redis;
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -142,6 +142,15 @@ pub trait SharedState: Send + Sync {
 
     /// Whether the store answers.
     fn ping(&self) -> StateFuture<'_, ()>;
+
+    /// Takes the lease `name` for `ttl` unless another holder has it
+    /// (Redis `SET NX PX`): whether it was taken. One replica of many runs
+    /// a scheduled drill this way.
+    fn lease<'a>(&'a self, name: &'a str, ttl: Duration) -> StateFuture<'a, bool>;
+
+    /// How much of each limit is in use across the cluster, 0 when idle
+    /// and 1 when full (more when usage was charged past it).
+    fn used<'a>(&'a self, limits: &'a [Limit]) -> StateFuture<'a, Vec<f64>>;
 }
 
 /// A store with its availability: the one way baton reaches shared state.
@@ -150,6 +159,8 @@ pub struct Store {
     name: &'static str,
     timeout: Duration,
     up: AtomicBool,
+    /// Times the store was lost after answering, for alerts.
+    losses: AtomicU64,
     metrics: Arc<Metrics>,
     /// Settlements not yet sent, net per limit: units given back (negative)
     /// or charged (positive). Keyed by the config's key names only.
@@ -196,6 +207,7 @@ impl Store {
             name,
             timeout,
             up: AtomicBool::new(false),
+            losses: AtomicU64::new(0),
             metrics,
             unsettled: Mutex::default(),
             spend: Mutex::default(),
@@ -205,6 +217,11 @@ impl Store {
     /// The backend's name, for the status.
     pub fn name(&self) -> &'static str {
         self.name
+    }
+
+    /// How many times the store was lost after it had answered.
+    pub fn losses(&self) -> u64 {
+        self.losses.load(Ordering::Relaxed)
     }
 
     /// Whether the last call answered in time.
@@ -320,6 +337,7 @@ impl Store {
     /// Marks the store down, logging only the change.
     fn down(&self, why: &str) {
         if self.up.swap(false, Ordering::Relaxed) {
+            self.losses.fetch_add(1, Ordering::Relaxed);
             self.metrics.state_backend_up(false);
             tracing::warn!(
                 backend = self.name,
@@ -379,6 +397,12 @@ mod tests {
         }
         fn ping(&self) -> StateFuture<'_, ()> {
             self.answer_after(self.inner.ping())
+        }
+        fn lease<'a>(&'a self, name: &'a str, ttl: Duration) -> StateFuture<'a, bool> {
+            self.answer_after(self.inner.lease(name, ttl))
+        }
+        fn used<'a>(&'a self, limits: &'a [Limit]) -> StateFuture<'a, Vec<f64>> {
+            self.answer_after(self.inner.used(limits))
         }
     }
 

@@ -26,6 +26,7 @@ struct Scripts {
     adjust: Script,
     breakers: Script,
     spend: Script,
+    used: Script,
 }
 
 /// One replica's connection to the Redis every replica shares.
@@ -53,6 +54,7 @@ impl RedisState {
                 adjust: Script::new(include_str!("adjust.lua")),
                 breakers: Script::new(include_str!("breakers.lua")),
                 spend: Script::new(include_str!("spend.lua")),
+                used: Script::new(include_str!("used.lua")),
             },
         }
     }
@@ -194,6 +196,30 @@ impl SharedState for RedisState {
                 *self.connection.lock().unwrap_or_else(PoisonError::into_inner) = None;
                 unavailable(err)
             })
+        })
+    }
+
+    fn lease<'a>(&'a self, name: &'a str, ttl: Duration) -> StateFuture<'a, bool> {
+        Box::pin(async move {
+            let mut connection = self.connection().await?;
+            let mut set = redis::cmd("SET");
+            set.arg(self.key(name)).arg(&self.id).arg("NX").arg("PX").arg(millis(ttl));
+            let answer: Result<Option<String>, _> = set.query_async(&mut connection).await;
+            answer.map(|taken| taken.is_some()).map_err(|err| {
+                *self.connection.lock().unwrap_or_else(PoisonError::into_inner) = None;
+                unavailable(err)
+            })
+        })
+    }
+
+    fn used<'a>(&'a self, limits: &'a [Limit]) -> StateFuture<'a, Vec<f64>> {
+        Box::pin(async move {
+            if limits.is_empty() {
+                return Ok(Vec::new());
+            }
+            let keys: Vec<String> = limits.iter().map(|limit| self.key(&limit.name)).collect();
+            let answer: Vec<String> = self.run(&self.scripts.used, &keys, &[]).await?;
+            Ok(answer.iter().map(|share| share.parse::<f64>().unwrap_or(0.0)).collect())
         })
     }
 }

@@ -14,6 +14,8 @@ mod mock;
 pub mod postgres;
 mod proxy;
 pub mod raw;
+mod redis;
+mod webhook;
 
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -31,6 +33,10 @@ pub use config_text::{ChatConfig, config_file, mocks_toml, provider_toml, route_
 pub use mock::{Spawned, closes_early_within};
 #[allow(unused_imports, reason = "each test file imports a different part")]
 pub use proxy::Proxy;
+#[allow(unused_imports, reason = "each test file imports a different part")]
+pub use redis::RedisServer;
+#[allow(unused_imports, reason = "each test file imports a different part")]
+pub use webhook::{Delivered, WebhookReceiver};
 
 /// Runs an async test as `#[tokio::test]` does, on a current-thread runtime
 /// of its own, and fails it instead of hanging it once `limit` has passed.

@@ -39,7 +39,8 @@ impl Proxy {
         (Self::serve(state.clone()).await, state)
     }
 
-    async fn serve(state: AppState) -> Proxy {
+    /// Serves `state` (built by the test) on `127.0.0.1:0`.
+    pub async fn serve(state: AppState) -> Proxy {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
         let addr = listener.local_addr().expect("proxy addr");
         let engine = state.engine().clone();

@@ -1,0 +1,309 @@
+//! `[[alerts]]` and `[[drills]]`: the webhooks baton tells when something
+//! needs a person, and the fallback paths it exercises on a schedule
+//! (DESIGN §10). Names are checked here, so a misspelt event or fault class
+//! is an error at load, not an alert that never comes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::validate::Checker;
+use super::{ConfigError, Route, Secret};
+use crate::core::Drills;
+
+/// What a drill asks when the config does not say: little, so running it often costs little.
+pub const DEFAULT_DRILL_PROMPT: &str = "Reply with the word ok.";
+/// A drill's answer limit when the config does not say.
+pub const DEFAULT_DRILL_MAX_TOKENS: u32 = 8;
+/// The shortest `every`: a drill is a real request, paid for.
+const MIN_DRILL_EVERY: Duration = Duration::from_secs(1);
+/// The longest `every`.
+const MAX_DRILL_EVERY: Duration = Duration::from_secs(30 * 86_400);
+
+/// One `[[alerts]]` entry as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAlert {
+    url: Spanned<String>,
+    events: Option<Spanned<Vec<String>>>,
+    secret: Option<Spanned<String>>,
+}
+
+/// One `[[drills]]` entry as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawDrill {
+    route: Spanned<String>,
+    every: Spanned<String>,
+    fail: Option<Spanned<Vec<String>>>,
+    expect: Option<Spanned<String>>,
+    prompt: Option<Spanned<String>>,
+    max_tokens: Option<Spanned<u32>>,
+}
+
+/// What an alert can be about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AlertEvent {
+    /// A provider's circuit breaker opened.
+    BreakerOpen,
+    /// It closed again: the provider answers.
+    BreakerClosed,
+    /// Every target of a route failed a request.
+    RouteExhausted,
+    /// A budget reached 80 % or 100 % of its limit.
+    BudgetThreshold,
+    /// A scheduled drill failed: the fallback path did not answer.
+    DrillFailed,
+    /// A drill passed after a failure.
+    DrillRecovered,
+    /// The shared state (Redis) was lost.
+    StateDown,
+    /// The database store went down.
+    StoreDown,
+}
+
+impl AlertEvent {
+    /// Every event, in the order the docs list them.
+    pub const ALL: [AlertEvent; 8] = [
+        AlertEvent::BreakerOpen,
+        AlertEvent::BreakerClosed,
+        AlertEvent::RouteExhausted,
+        AlertEvent::BudgetThreshold,
+        AlertEvent::DrillFailed,
+        AlertEvent::DrillRecovered,
+        AlertEvent::StateDown,
+        AlertEvent::StoreDown,
+    ];
+
+    /// Its name in the config, in alert bodies and in metric labels.
+    pub fn name(self) -> &'static str {
+        match self {
+            AlertEvent::BreakerOpen => "breaker_open",
+            AlertEvent::BreakerClosed => "breaker_closed",
+            AlertEvent::RouteExhausted => "route_exhausted",
+            AlertEvent::BudgetThreshold => "budget_threshold",
+            AlertEvent::DrillFailed => "drill_failed",
+            AlertEvent::DrillRecovered => "drill_recovered",
+            AlertEvent::StateDown => "state_down",
+            AlertEvent::StoreDown => "store_down",
+        }
+    }
+
+    /// The event `name` stands for.
+    pub fn from_name(name: &str) -> Option<Self> {
+        AlertEvent::ALL.into_iter().find(|event| event.name() == name)
+    }
+}
+
+/// One webhook: where alerts are POSTed, for which events, signed with what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Webhook {
+    /// The URL; a secret, since a chat webhook's URL is its credential.
+    pub url: Secret,
+    /// The URL's host, the one part of it logs name.
+    pub host: String,
+    /// The events it is told of.
+    pub events: Vec<AlertEvent>,
+    /// The key bodies are signed with (HMAC-SHA256 in `x-baton-signature`), if any.
+    pub secret: Option<Secret>,
+}
+
+impl Webhook {
+    /// Whether this webhook is told of `event`.
+    pub fn wants(&self, event: AlertEvent) -> bool {
+        self.events.contains(&event)
+    }
+}
+
+/// What makes a drill pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DrillExpect {
+    /// A provider that was not failed answered.
+    Answered,
+}
+
+/// One scheduled drill: a tiny request through a route with some providers failed on purpose.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Drill {
+    /// The route's name (an alias in the config is resolved to it).
+    pub route: String,
+    /// How often it runs.
+    pub every: Duration,
+    /// The providers it fails, and how.
+    pub fail: Drills,
+    /// The same, as written (`openai=http_5xx,claude=refuse`), for logs and status.
+    pub fail_spec: String,
+    /// What makes it pass.
+    pub expect: DrillExpect,
+    /// The user message it sends.
+    pub prompt: String,
+    /// The answer's limit.
+    pub max_tokens: u32,
+}
+
+impl Drill {
+    /// A drill of `route` failing `fail` (the `x-baton-drill` header's form), or,
+    /// when none is given, the route's first target with `http_5xx`.
+    pub fn of(route: &Route, fail: Option<&str>, every: Duration) -> Result<Drill, String> {
+        let fail_spec = match fail {
+            Some(spec) => spec.trim().to_owned(),
+            None => {
+                let first = route.targets.first().ok_or("the route has no targets")?;
+                format!("{}=http_5xx", first.provider.name)
+            }
+        };
+        let drills = Drills::parse(&fail_spec)?;
+        Ok(Drill {
+            route: route.model.clone(),
+            every,
+            fail: drills,
+            fail_spec,
+            expect: DrillExpect::Answered,
+            prompt: DEFAULT_DRILL_PROMPT.to_owned(),
+            max_tokens: DEFAULT_DRILL_MAX_TOKENS,
+        })
+    }
+}
+
+impl Checker<'_> {
+    /// Validates every `[[alerts]]` entry, pushing each mistake to `errors`.
+    pub(super) fn alerts(&self, raw: &[Spanned<RawAlert>], errors: &mut Vec<ConfigError>) -> Vec<Webhook> {
+        let mut webhooks = Vec::new();
+        for (i, alert) in raw.iter().enumerate() {
+            match self.alert(alert.get_ref(), i) {
+                Ok(webhook) => webhooks.push(webhook),
+                Err(err) => errors.push(err),
+            }
+        }
+        webhooks
+    }
+
+    fn alert(&self, raw: &RawAlert, i: usize) -> Result<Webhook, ConfigError> {
+        let key = |field: &str| format!("alerts[{i}].{field}");
+        let url = self.expand(&raw.url, &key("url"))?;
+        let host = match url.parse::<http::Uri>() {
+            Ok(uri) if matches!(uri.scheme_str(), Some("http" | "https")) => uri.host().map(str::to_owned),
+            _ => None,
+        };
+        // The value as written: an expanded ${VAR} may hold the webhook's credential.
+        let written = raw.url.get_ref();
+        let host = host.ok_or_else(|| {
+            self.error(&raw.url, key("url"), format!("{written:?} is not an http:// or https:// URL with a host"))
+        })?;
+        let events = match &raw.events {
+            None => AlertEvent::ALL.to_vec(),
+            Some(names) if names.get_ref().is_empty() => {
+                return Err(self.error(names, key("events"), "lists no events; leave it out for every event"));
+            }
+            Some(names) => {
+                let mut events = Vec::new();
+                for name in names.get_ref() {
+                    let event = AlertEvent::from_name(name).ok_or_else(|| {
+                        let known: Vec<&str> = AlertEvent::ALL.iter().map(|event| event.name()).collect();
+                        let message = format!("unknown event {name:?}; known events are {}", known.join(", "));
+                        self.error(names, key("events"), message)
+                    })?;
+                    if !events.contains(&event) {
+                        events.push(event);
+                    }
+                }
+                events
+            }
+        };
+        let secret = match &raw.secret {
+            Some(value) => {
+                let secret = self.expand(value, &key("secret"))?;
+                if secret.is_empty() {
+                    return Err(self.error(value, key("secret"), "must not be empty"));
+                }
+                Some(Secret::new(secret))
+            }
+            None => None,
+        };
+        Ok(Webhook { url: Secret::new(url), host, events, secret })
+    }
+
+    /// Validates every `[[drills]]` entry against `routes`, pushing each mistake to `errors`.
+    pub(super) fn drills(
+        &self,
+        raw: &[Spanned<RawDrill>],
+        routes: &[Arc<Route>],
+        errors: &mut Vec<ConfigError>,
+    ) -> Vec<Drill> {
+        let mut drills = Vec::new();
+        for (i, drill) in raw.iter().enumerate() {
+            match self.drill(drill.get_ref(), i, routes) {
+                Ok(drill) => drills.push(drill),
+                Err(err) => errors.push(err),
+            }
+        }
+        drills
+    }
+
+    fn drill(&self, raw: &RawDrill, i: usize, routes: &[Arc<Route>]) -> Result<Drill, ConfigError> {
+        let key = |field: &str| format!("drills[{i}].{field}");
+        let name = raw.route.get_ref();
+        let route = routes
+            .iter()
+            .find(|route| route.answers_to(name))
+            .ok_or_else(|| self.error(&raw.route, key("route"), format!("no route is named {name:?}")))?;
+        let every = parse_every(raw.every.get_ref()).map_err(|why| self.error(&raw.every, key("every"), why))?;
+        let fail = raw.fail.as_ref().map(|fail| (fail.get_ref().join(","), fail));
+        let mut drill = Drill::of(route, fail.as_ref().map(|(spec, _)| spec.as_str()), every).map_err(|why| {
+            let at = fail.as_ref().map_or(1, |(_, written)| self.line(written.span().start));
+            ConfigError::Invalid { path: self.label.to_owned(), line: at, key: key("fail"), message: why }
+        })?;
+        if let Some((_, written)) = &fail {
+            for pair in written.get_ref() {
+                let provider = pair.split_once('=').map_or("", |(provider, _)| provider.trim());
+                if !route.targets.iter().any(|target| target.provider.name == provider) {
+                    let message = format!("{provider:?} is not a target of route {:?}", route.model);
+                    return Err(self.error(written, key("fail"), message));
+                }
+            }
+        }
+        if let Some(expect) = &raw.expect
+            && expect.get_ref() != "answered"
+        {
+            let message = format!("unknown expectation {:?}; expected \"answered\"", expect.get_ref());
+            return Err(self.error(expect, key("expect"), message));
+        }
+        if let Some(prompt) = &raw.prompt {
+            if prompt.get_ref().trim().is_empty() {
+                return Err(self.error(prompt, key("prompt"), "must not be empty"));
+            }
+            drill.prompt.clone_from(prompt.get_ref());
+        }
+        match &raw.max_tokens {
+            Some(n) if *n.get_ref() == 0 => return Err(self.error(n, key("max_tokens"), "must be at least 1")),
+            Some(n) => drill.max_tokens = *n.get_ref(),
+            None => {}
+        }
+        Ok(drill)
+    }
+}
+
+/// `30s`, `15m`, `1h`, `1d`, from one second to thirty days.
+fn parse_every(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let wrong = || format!("{text:?} is not a duration like \"30s\", \"15m\", \"1h\" or \"1d\"");
+    let unit = match text.chars().last() {
+        Some('s') => 1,
+        Some('m') => 60,
+        Some('h') => 3600,
+        Some('d') => 86_400,
+        _ => return Err(wrong()),
+    };
+    let count: u64 = text[..text.len() - 1].parse().map_err(|_| wrong())?;
+    let every = Duration::from_secs(count.saturating_mul(unit));
+    if !(MIN_DRILL_EVERY..=MAX_DRILL_EVERY).contains(&every) {
+        return Err(format!("{text:?} is outside 1s to 30d"));
+    }
+    Ok(every)
+}
+
+#[cfg(test)]
+#[path = "ops_tests.rs"]
+mod tests;
