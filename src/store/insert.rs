@@ -2,6 +2,8 @@
 //! transaction: one round trip and one commit (one fsync) per batch, not
 //! per row, which is what lets one writer keep up with the proxy.
 
+use std::mem::take;
+
 use sqlx::AssertSqlSafe;
 
 use super::db::{Db, DbError, Flavor};
@@ -46,24 +48,32 @@ const COST: usize = 16;
 /// SQLite's 32,766 bound variables and PostgreSQL's 65,535.
 pub const MAX_ROWS: usize = 512;
 
-/// Writes `rows` (at most [`MAX_ROWS`] at a time) in one transaction.
-pub async fn insert(db: &Db, rows: &[RequestRow]) -> Result<(), DbError> {
+/// The rows one statement carries: a batch is written as statements of
+/// these sizes only, largest first, so each connection prepares at most
+/// four statements once and reuses them. Preparing a statement of the
+/// batch's own size every time cost SQLite more than the rows' writing.
+const CHUNKS: [usize; 4] = [MAX_ROWS, 64, 8, 1];
+
+/// Writes `rows` in one transaction, moving their text out rather than
+/// copying it: the rows are spent once written, or once they could not be.
+pub async fn insert(db: &Db, rows: &mut [RequestRow]) -> Result<(), DbError> {
     let mut tx = db.pool().begin().await?;
-    for chunk in rows.chunks(MAX_ROWS) {
+    for chunk in chunks(rows) {
         let sql = statement(chunk.len(), db.flavor());
         let mut query = sqlx::query(AssertSqlSafe(sql));
         for row in chunk {
+            let log = row.attempt_log();
             query = query
-                .bind(row.id.clone())
+                .bind(take(&mut row.id))
                 .bind(row.time_ms)
-                .bind(row.key.clone())
+                .bind(take(&mut row.key))
                 .bind(row.dialect)
-                .bind(row.route.clone())
-                .bind(row.model_asked.clone())
-                .bind(row.provider.clone())
-                .bind(row.model.clone())
+                .bind(take(&mut row.route))
+                .bind(take(&mut row.model_asked))
+                .bind(take(&mut row.provider))
+                .bind(take(&mut row.model))
                 .bind(i64::from(row.attempts))
-                .bind(row.attempt_log())
+                .bind(log)
                 .bind(row.ttft_ms.map(count))
                 .bind(count(row.duration_ms))
                 .bind(row.usage.input_tokens.map(count))
@@ -71,16 +81,26 @@ pub async fn insert(db: &Db, rows: &[RequestRow]) -> Result<(), DbError> {
                 .bind(row.usage.cached_input_tokens.map(count))
                 .bind(row.usage.reasoning_tokens.map(count))
                 .bind(row.cost_usd.filter(|usd| usd.is_finite()).map(|usd| usd.to_string()))
-                .bind(row.outcome.clone())
+                .bind(take(&mut row.outcome))
                 .bind(i64::from(row.status))
-                .bind(row.trace_id.clone())
-                .bind(row.request_body.clone())
-                .bind(row.answer_text.clone());
+                .bind(take(&mut row.trace_id))
+                .bind(take(&mut row.request_body))
+                .bind(take(&mut row.answer_text));
         }
         query.execute(&mut *tx).await?;
     }
     tx.commit().await?;
     Ok(())
+}
+
+/// `rows` cut into statements of the [`CHUNKS`] sizes, largest first.
+fn chunks(mut rows: &mut [RequestRow]) -> impl Iterator<Item = &mut [RequestRow]> {
+    std::iter::from_fn(move || {
+        let size = CHUNKS.into_iter().find(|size| *size <= rows.len())?;
+        let (chunk, rest) = std::mem::take(&mut rows).split_at_mut(size);
+        rows = rest;
+        Some(chunk)
+    })
 }
 
 /// `INSERT INTO requests (…) VALUES ($1, …), (…)` for `rows` rows. Only
@@ -122,6 +142,14 @@ pub(super) fn count(n: u64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_batch_is_cut_into_the_four_statement_sizes_largest_first() {
+        let mut rows = vec![RequestRow::new("r", "openai_chat", 0); 2 * MAX_ROWS + 64 * 3 + 8 + 5];
+        let sizes: Vec<usize> = chunks(&mut rows).map(|chunk| chunk.len()).collect();
+        assert_eq!(sizes, [MAX_ROWS, MAX_ROWS, 64, 64, 64, 8, 1, 1, 1, 1, 1]);
+        assert_eq!(chunks(&mut rows[..0]).count(), 0);
+    }
 
     #[test]
     fn each_row_binds_every_column_once_in_order() {

@@ -77,23 +77,26 @@ impl RequestRow {
     /// Each attempt that did not answer, then the winner's, as the JSON
     /// the `attempt_log` column holds.
     pub(super) fn attempt_log(&self) -> String {
-        let mut log: Vec<serde_json::Value> = self
-            .tried
-            .iter()
-            .map(|tried| {
-                serde_json::json!({
-                    "provider": tried.provider,
-                    "model": tried.model,
-                    "class": tried.class,
-                    "sent": tried.sent,
-                })
-            })
-            .collect();
-        if let (Some(provider), Some(model)) = (&self.provider, &self.model) {
-            log.push(serde_json::json!({ "provider": provider, "model": model, "class": "committed", "sent": true }));
-        }
-        serde_json::Value::Array(log).to_string()
+        let tried = self.tried.iter().map(|tried| Attempt {
+            provider: &tried.provider,
+            model: &tried.model,
+            class: tried.class,
+            sent: tried.sent,
+        });
+        let winner = self.provider.as_deref().zip(self.model.as_deref());
+        let winner = winner.map(|(provider, model)| Attempt { provider, model, class: "committed", sent: true });
+        let log: Vec<Attempt<'_>> = tried.chain(winner).collect();
+        serde_json::to_string(&log).unwrap_or_else(|_| "[]".to_owned())
     }
+}
+
+/// One attempt as the `attempt_log` column writes it, borrowed from the row.
+#[derive(serde::Serialize)]
+struct Attempt<'a> {
+    provider: &'a str,
+    model: &'a str,
+    class: &'a str,
+    sent: bool,
 }
 
 /// The time now in Unix milliseconds (0 for a clock before 1970).

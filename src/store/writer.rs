@@ -163,7 +163,7 @@ impl Writer {
                 *body = body.as_deref().zip(redactor.as_ref()).map(|(text, redactor)| redactor.redact(text));
             }
         }
-        let written = match tokio::time::timeout(WRITE_LIMIT, insert(db, batch)).await {
+        let written = match tokio::time::timeout(WRITE_LIMIT, insert(db, batch.as_mut_slice())).await {
             Ok(written) => written,
             Err(_) => Err(DbError::Timeout(WRITE_LIMIT)),
         };

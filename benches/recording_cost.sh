@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# What keeping the request log costs baton per streamed request, counted in
+# instructions by callgrind, which counts the same whatever else the machine
+# is doing: `baton serve` under valgrind in front of a simulated provider,
+# N streamed requests C at a time, with the SQLite store and without it
+# (`backend = "none"`). Each mode runs twice, with N and 2N requests; the
+# difference between the two is N requests' worth, start-up and shutdown
+# taken out.
+#
+#   benches/recording_cost.sh            # N=400 C=50 TOKENS=200, as the load benchmark streams
+#   N=1000 C=100 benches/recording_cost.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=${N:-400}
+C=${C:-50}
+TOKENS=${TOKENS:-200}
+command -v valgrind >/dev/null || { echo "valgrind is needed (apt-get install valgrind)" >&2; exit 1; }
+cargo build --release -q
+bin=$PWD/target/release/baton
+work=$(mktemp -d)
+pids=()
+cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; rm -rf "$work"; }
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() { for _ in $(seq 600); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; return 1; }
+
+mock_port=$(free_port)
+"$bin" mock --kind openai --listen "127.0.0.1:$mock_port" --tokens "$TOKENS" --first-token-ms 0 --gap-ms 0 2>/dev/null &
+pids+=($!)
+wait_port "$mock_port"
+printf '%s' '{"model":"chat","stream":true,"messages":[{"role":"user","content":"hi"}]}' >"$work/body.json"
+
+# Instructions baton spends serving $2 requests with store backend $1.
+count() {
+  local backend=$1 requests=$2 port dir
+  port=$(free_port)
+  dir=$work/$backend-$requests
+  mkdir -p "$dir"
+  cat >"$dir/baton.toml" <<EOF
+listen = "127.0.0.1:$port"
+[[providers]]
+name = "p"
+kind = "openai"
+base_url = "http://127.0.0.1:$mock_port/v1"
+[[routes]]
+model = "chat"
+first_token_timeout_ms = 60000
+idle_timeout_ms = 60000
+targets = [{ provider = "p", model = "m" }]
+[store]
+backend = "$backend"
+EOF
+  valgrind --tool=callgrind --callgrind-out-file="$dir/callgrind.out" "$bin" serve --config "$dir/baton.toml" 2>"$dir/log" &
+  local baton=$!
+  pids+=($baton)
+  wait_port "$port"
+  {
+    echo "-d @$work/body.json"
+    echo '-H "content-type: application/json"'
+    for _ in $(seq "$requests"); do echo "url = \"http://127.0.0.1:$port/v1/chat/completions\""; done
+  } >"$dir/curl.cfg"
+  curl -s --parallel --parallel-max "$C" -K "$dir/curl.cfg" >"$dir/answers"
+  local done
+  done=$(grep -c '^data: \[DONE\]' "$dir/answers" || true)
+  [ "$done" -eq "$requests" ] || { echo "only $done of $requests answers completed ($backend)" >&2; exit 1; }
+  kill -TERM "$baton"
+  wait "$baton" || true
+  awk '/^totals:/ {print $2}' "$dir/callgrind.out"
+}
+
+echo "instructions per streamed request ($TOKENS tokens), $N more requests at concurrency $C:"
+declare -A per
+for backend in none sqlite; do
+  small=$(count "$backend" "$N")
+  large=$(count "$backend" $((N * 2)))
+  per[$backend]=$(( (large - small) / N ))
+  echo "  store $backend: ${per[$backend]} (runs of $N and $((N * 2)): $small, $large)"
+done
+awk -v none="${per[none]}" -v sqlite="${per[sqlite]}" \
+  'BEGIN { printf "  recording costs %+.1f %% per request\n", (sqlite - none) * 100 / none }'
