@@ -266,6 +266,9 @@ fn client_keys_come_from_the_environment_or_as_hashes_and_name_their_routes() {
     let report = checked(&bad, &[]).expect_err("two bad keys").to_string();
     assert!(report.contains("t.toml:3: keys[0].key: must be at least 16 characters"), "{report}");
     assert!(report.contains("keys[1]: needs exactly one of `key` and `key_sha256`"), "{report}");
+    let drill = format!("[[keys]]\nname = \"drill\"\nkey = \"sk-drill-0123456789ab\"\n\n{ONE_ROUTE}");
+    let report = checked(&drill, &[]).expect_err("a reserved name").to_string();
+    assert!(report.contains("keys[0].name: \"drill\" is reserved"), "{report}");
 }
 
 #[test]

@@ -8,6 +8,10 @@ use aws_lc_rs::digest::{SHA256, digest};
 use http::HeaderMap;
 use http::header::AUTHORIZATION;
 
+/// The key scheduled drills are charged to: no client key may take its name,
+/// so a drill's spend is never a client's.
+pub const DRILL_KEY: &str = "drill";
+
 /// The header some SDKs (Anthropic's) send the key in instead of `Authorization`.
 pub const API_KEY_HEADER: &str = "x-api-key";
 

@@ -7,7 +7,7 @@ use toml::Spanned;
 use super::raw::{RawConfig, RawKey};
 use super::validate::Checker;
 use super::{Access, Budget, ConfigError, Route};
-use crate::access::{ClientKey, ClientKeys, parse_sha256};
+use crate::access::{ClientKey, ClientKeys, DRILL_KEY, parse_sha256};
 
 impl Checker<'_> {
     /// `[[keys]]`, `allow_unauthenticated`, `allowed_hosts` and
@@ -69,6 +69,9 @@ impl Checker<'_> {
         let name = raw.name.get_ref().trim().to_owned();
         if name.is_empty() {
             return Err(self.error(&raw.name, at("name"), "must not be empty"));
+        }
+        if name == DRILL_KEY {
+            return Err(self.error(&raw.name, at("name"), "\"drill\" is reserved: scheduled drills are charged to it"));
         }
         let sha256 = match (&raw.key, &raw.key_sha256) {
             (Some(key), None) => {

@@ -12,14 +12,12 @@ use sqlx::any::AnyRow;
 use super::db::{Db, DbError};
 use super::insert::count;
 use super::time::rfc3339;
-use crate::access::{ClientKey, parse_sha256};
+use crate::access::{ClientKey, DRILL_KEY, parse_sha256};
 use crate::config::{Budget, BudgetAction, BudgetScope, BudgetWindow, Config, Secret};
 
 /// What every secret baton mints starts with: shaped like the keys
 /// redaction already looks for, so a logged body never keeps one.
 pub const SECRET_PREFIX: &str = "sk-baton-";
-/// Names a stored key may not take: scheduled drills are charged to `drill`.
-const RESERVED: [&str; 1] = ["drill"];
 /// The longest key name: it travels in URLs, logs and metric labels.
 const MAX_NAME: usize = 64;
 
@@ -168,7 +166,7 @@ impl KeyRequest {
         if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.:@".contains(&b)) {
             return invalid(format!("name {name:?} may hold only letters, digits and - _ . : @"));
         }
-        if RESERVED.contains(&name.as_str()) {
+        if name == DRILL_KEY {
             return invalid(format!("name {name:?} is reserved: scheduled drills are charged to it"));
         }
         if config.access.keys.keys().iter().any(|key| key.name == *name) {

@@ -14,8 +14,7 @@ use crate::core::{AttemptRecord, Call, Engine};
 use crate::event::{ChatRequest, Event, Message, Role};
 use crate::observe::RequestWatch;
 
-/// The key a scheduled drill's cost, row and metrics are charged to.
-pub const DRILL_KEY: &str = "drill";
+pub use crate::access::DRILL_KEY;
 
 /// How a drill went.
 #[derive(Debug, Clone, PartialEq)]
