@@ -17,7 +17,7 @@ use baton::mock::{MockHandle, MockProvider};
 use baton::providers::ProviderKind;
 use support::http_proxy::HttpProxy;
 use support::tls::{TestCa, TlsFront};
-use support::{ChatConfig, Proxy, Received, Spawned, chat_body, post_chat, post_with, run};
+use support::{Baton, ChatConfig, Proxy, Received, Spawned, chat_body, post_chat, post_with, run};
 
 const HARD_LIMIT: Duration = Duration::from_secs(20);
 
@@ -281,4 +281,53 @@ fn a_proxy_that_cannot_be_reached_fails_over_as_a_refused_connection() {
         assert!(refused.raw.contains(&format!("cannot reach the proxy http://{gone}")), "{}", refused.raw);
         assert!(mock.requests().is_empty(), "nothing reached the provider behind the proxy");
     });
+}
+
+#[test]
+fn a_plain_http_request_the_proxy_answers_with_407_fails_over_as_a_connect_failure() {
+    run(HARD_LIMIT, async {
+        let mock = MockProvider::openai().marker("behind").spawned().await;
+        let backup = MockProvider::openai().marker("backup").spawned().await;
+        let egress = HttpProxy::refusing("407 Proxy Authentication Required").await;
+        let keys = format!("proxy = \"{}\"", egress.url(Some("bob:pa55")));
+        let alone = baton(&chat(&[("corp", &mock.base_url(), &keys)]), &[]).await;
+        let refused = post_chat(&alone, &chat_body(true)).await;
+        assert_eq!(refused.status, 502, "the proxy's 407 is not the provider's answer: {}", refused.raw);
+        let named = format!("the proxy {} answered 407", egress.url(None));
+        assert!(refused.raw.contains(&named) && refused.raw.contains("connect"), "{}", refused.raw);
+        assert!(!refused.raw.contains("pa55") && !refused.raw.contains("bob"), "{}", refused.raw);
+        let proxy = baton(&chat(&[("corp", &mock.base_url(), &keys), ("backup", &backup.base_url(), "")]), &[]).await;
+        assert_answered_by(&post_chat(&proxy, &chat_body(true)).await, &backup);
+        assert!(mock.requests().is_empty(), "nothing reached the provider behind the proxy");
+    });
+}
+
+#[test]
+fn ssl_cert_file_sets_the_roots_of_the_whole_process() {
+    run(HARD_LIMIT, async {
+        let ca = TestCa::new("process");
+        let (mock, front) = tls_provider(&ca, "process").await;
+        let text = format!("[store]\nbackend = \"none\"\n\n{}", chat(&[("private", &front.base_url("127.0.0.1"), "")]));
+        let config = support::config_file("ssl-cert-file", &text);
+        let roots = ca.write_pem("ssl-cert-file-roots", "roots.pem");
+        let baton = Baton::serve(&config).env("SSL_CERT_FILE", roots.to_str().expect("utf-8")).start().await;
+        assert_answered_by(&post_chat(&baton, &chat_body(true)).await, &mock);
+    });
+}
+
+#[test]
+fn baton_check_names_each_provider_s_proxy_and_trust_without_credentials() {
+    let ca = TestCa::new("check");
+    let trust = trusting(&ca, "check-ca");
+    let text = format!("[store]\nbackend = \"none\"\n\n{}", chat(&[("corp", "https://api.example.com/v1", &trust)]));
+    let config = support::config_file("check-egress", &text);
+    let output = Baton::once(&["check", "--config", config.to_str().expect("utf-8")])
+        .env("HTTPS_PROXY", "http://alice:hunter2@corp.example:3128")
+        .output()
+        .expect("baton check runs");
+    let printed = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{printed}{}", String::from_utf8_lossy(&output.stderr));
+    let expected = "provider \"corp\": through the proxy http://corp.example:3128 (with credentials), trusting 1 more certificate beside the system's";
+    assert!(printed.contains(expected), "{printed}");
+    assert!(!printed.contains("hunter2") && !printed.contains("alice"), "{printed}");
 }

@@ -40,6 +40,21 @@ impl Egress {
     pub fn trust(&self) -> Option<&Trust> {
         self.trust.as_deref()
     }
+
+    /// What differs from going direct with the system's trust, in words
+    /// safe to print; none when nothing does.
+    pub fn describe(&self) -> Option<String> {
+        let proxy = self.proxy().map(|proxy| {
+            let credentials = if proxy.has_credentials() { " (with credentials)" } else { "" };
+            format!("through the proxy {}{credentials}", proxy.url())
+        });
+        let trust = self.trust().map(|trust| match trust.certificates() {
+            1 => "trusting 1 more certificate beside the system's".to_owned(),
+            n => format!("trusting {n} more certificates beside the system's"),
+        });
+        let parts: Vec<String> = proxy.into_iter().chain(trust).collect();
+        (!parts.is_empty()).then(|| parts.join(", "))
+    }
 }
 
 /// Certificates (a private CA, most often) trusted beside the platform's
