@@ -77,8 +77,8 @@ fn a_provider_s_proxy_wins_over_the_environment_and_none_goes_direct() {
 #[test]
 fn proxy_credentials_are_kept_but_never_shown() {
     let vars = [("PROXY_PASSWORD", "hunter2")];
-    let config =
-        load(&with_provider("https://h/v1", "proxy = \"http://alice:${PROXY_PASSWORD}@corp:3128\""), &vars).expect("ok");
+    let config = load(&with_provider("https://h/v1", "proxy = \"http://alice:${PROXY_PASSWORD}@corp:3128\""), &vars)
+        .expect("ok");
     let proxy = config.providers[0].egress.proxy().expect("a proxy");
     assert_eq!(proxy.url(), "http://corp:3128");
     assert!(proxy.has_credentials());
@@ -106,7 +106,10 @@ fn proxy_mistakes_are_named_without_their_credentials() {
     assert!(err.starts_with("baton.toml:4: providers[0].proxy: the environment's HTTPS_PROXY: a socks5://"), "{err}");
     assert!(err.contains("proxy = \\\"none\\\"") || err.contains("proxy = \"none\""), "says how to override: {err}");
     assert!(!err.contains("hunter2"), "{err}");
-    assert!(load(&with_provider("https://h/v1", "proxy = \"none\""), &vars).is_ok(), "overridden, the variable is unread");
+    assert!(
+        load(&with_provider("https://h/v1", "proxy = \"none\""), &vars).is_ok(),
+        "overridden, the variable is unread"
+    );
     let exempt = [vars[0], ("NO_PROXY", "h")];
     assert!(load(&with_provider("https://h/v1", ""), &exempt).is_ok(), "exempt, the variable is unread");
 }
@@ -135,8 +138,11 @@ fn a_ca_file_that_is_missing_empty_or_holds_no_certificate_is_named() {
     let dir = std::env::temp_dir().join(format!("baton-test-{}-egress-bad-ca", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     std::fs::write(dir.join("empty.pem"), "").expect("write");
-    std::fs::write(dir.join("key.pem"), "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIA==\n-----END PRIVATE KEY-----\n")
-        .expect("write");
+    std::fs::write(
+        dir.join("key.pem"),
+        "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIA==\n-----END PRIVATE KEY-----\n",
+    )
+    .expect("write");
     let cases = [
         ("ca_file = \"missing.pem\"", "missing.pem: cannot read it"),
         ("ca_file = \"empty.pem\"", "empty.pem holds no certificate"),
@@ -152,6 +158,7 @@ fn a_ca_file_that_is_missing_empty_or_holds_no_certificate_is_named() {
         assert!(err.contains(says), "{keys}: {err}");
     }
     let elsewhere = with_provider("https://h/v1", "ca_file = \"empty.pem\"");
-    let err = parse_in(&elsewhere, "b.toml", &lookup(&[]), Some(Path::new("/nonexistent"))).map(|_| ()).expect_err("no");
+    let err =
+        parse_in(&elsewhere, "b.toml", &lookup(&[]), Some(Path::new("/nonexistent"))).map(|_| ()).expect_err("no");
     assert!(err.to_string().contains("/nonexistent/empty.pem"), "the path tried is named: {err}");
 }

@@ -108,9 +108,14 @@ fn trust_in_a_ca_is_for_its_provider_only_and_never_lent_through_the_pool() {
         );
         let proxy = baton(&text, &[]).await;
         assert_answered_by(&post_chat(&proxy, &chat_body(true)).await, &mock);
-        let other = serde_json::json!({ "model": "other", "stream": true, "messages": [{ "role": "user", "content": "hi" }] });
+        let other =
+            serde_json::json!({ "model": "other", "stream": true, "messages": [{ "role": "user", "content": "hi" }] });
         let refused = post_with(&proxy, support::CHAT, &other, &[]).await;
-        assert_eq!(refused.status, 502, "the idle trusted connection is not lent to the other provider: {}", refused.raw);
+        assert_eq!(
+            refused.status, 502,
+            "the idle trusted connection is not lent to the other provider: {}",
+            refused.raw
+        );
         assert!(refused.raw.contains("UnknownIssuer"), "{}", refused.raw);
     });
 }
@@ -131,7 +136,10 @@ fn a_tls_provider_is_reached_through_a_connect_tunnel_that_is_reused() {
         let sent = &egress.seen()[0].sent;
         assert_eq!(sent.first(), Some(&0x16), "the tunnel starts with a TLS handshake record");
         let text = String::from_utf8_lossy(sent);
-        assert!(!text.contains("chat/completions") && !text.contains("say something"), "no plaintext crossed the proxy");
+        assert!(
+            !text.contains("chat/completions") && !text.contains("say something"),
+            "no plaintext crossed the proxy"
+        );
         assert_eq!(front.sessions().len(), 1, "the TLS session ran end to end, once");
     });
 }

@@ -64,8 +64,9 @@ impl Checker<'_> {
         let host = url.host().unwrap_or_default();
         let port = url.port_u16().unwrap_or(if https { 443 } else { 80 });
         proxy_from_env(self.env, https, host, port).map(|found| found.map(|(_, proxy)| proxy)).map_err(|(name, why)| {
-            let message =
-                format!("the environment's {name}: {why}; `proxy = \"{NO_PROXY_WORD}\"` or a proxy URL here overrides it");
+            let message = format!(
+                "the environment's {name}: {why}; `proxy = \"{NO_PROXY_WORD}\"` or a proxy URL here overrides it"
+            );
             self.error(&raw.base_url, key, message)
         })
     }

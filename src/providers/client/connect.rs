@@ -83,8 +83,7 @@ impl Connector {
 async fn reach(origin: &Origin) -> Result<TcpStream, ClientError> {
     match origin.egress.proxy() {
         None => {
-            let tcp =
-                TcpStream::connect((origin.host.as_str(), origin.port)).await.map_err(ClientError::connect)?;
+            let tcp = TcpStream::connect((origin.host.as_str(), origin.port)).await.map_err(ClientError::connect)?;
             tcp.set_nodelay(true).map_err(ClientError::connect)?;
             Ok(tcp)
         }
@@ -104,7 +103,9 @@ fn tls_failure(err: &std::io::Error) -> String {
     let cause = err.get_ref().and_then(|inner| inner.downcast_ref::<TlsError>());
     match cause {
         Some(TlsError::InvalidCertificate(CertificateError::UnknownIssuer)) => {
-            format!("{err}: the provider's certificate is not signed by a CA baton trusts (a private CA goes in the provider's ca_file)")
+            format!(
+                "{err}: the provider's certificate is not signed by a CA baton trusts (a private CA goes in the provider's ca_file)"
+            )
         }
         _ => err.to_string(),
     }

@@ -85,8 +85,7 @@ impl NoProxy {
             match (&entry.pattern, address) {
                 (Pattern::Network(network, bits), Some(address)) => contains(*network, *bits, address),
                 (Pattern::Domain(domain), None) => {
-                    host == *domain
-                        || host.strip_suffix(domain.as_str()).is_some_and(|under| under.ends_with('.'))
+                    host == *domain || host.strip_suffix(domain.as_str()).is_some_and(|under| under.ends_with('.'))
                 }
                 _ => false,
             }
@@ -142,7 +141,9 @@ fn max_bits(address: IpAddr) -> u8 {
 /// Whether `address` lies in `network/bits`.
 fn contains(network: IpAddr, bits: u8, address: IpAddr) -> bool {
     let (network, address, width) = match (network, address) {
-        (IpAddr::V4(network), IpAddr::V4(address)) => (u128::from(network.to_bits()), u128::from(address.to_bits()), 32),
+        (IpAddr::V4(network), IpAddr::V4(address)) => {
+            (u128::from(network.to_bits()), u128::from(address.to_bits()), 32)
+        }
         (IpAddr::V6(network), IpAddr::V6(address)) => (network.to_bits(), address.to_bits(), 128),
         _ => return false,
     };
@@ -159,7 +160,8 @@ mod tests {
 
     #[test]
     fn no_proxy_covers_hosts_domains_addresses_networks_and_ports() {
-        let list = NoProxy::parse(" internal.corp, .svc.local,*.lan, 10.0.0.0/8 ,127.0.0.1, [::1]:8443, vllm:8000,bad/99");
+        let list =
+            NoProxy::parse(" internal.corp, .svc.local,*.lan, 10.0.0.0/8 ,127.0.0.1, [::1]:8443, vllm:8000,bad/99");
         let direct = [
             ("internal.corp", 443),
             ("api.internal.corp", 443),
@@ -193,7 +195,9 @@ mod tests {
             "NO_PROXY" => Some("direct.corp".to_owned()),
             _ => None,
         };
-        let url = |https, host| proxy_from_env(&env, https, host, 443).map(|found| found.map(|(name, p)| (name, p.url().to_owned())));
+        let url = |https, host| {
+            proxy_from_env(&env, https, host, 443).map(|found| found.map(|(name, p)| (name, p.url().to_owned())))
+        };
         assert_eq!(url(true, "api.openai.com"), Ok(Some(("https_proxy", "http://lower:1".to_owned()))));
         assert_eq!(url(false, "api.openai.com"), Ok(Some(("HTTP_PROXY", "http://plain:1".to_owned()))));
         assert_eq!(url(true, "x.direct.corp"), Ok(None));

@@ -47,7 +47,9 @@ impl Proxy {
         let rest = match url.split_once("://") {
             Some((scheme, rest)) if scheme.eq_ignore_ascii_case("http") => rest,
             Some((scheme, _)) => {
-                return Err(format!("a {scheme}:// proxy is not supported: baton speaks to HTTP proxies, http://host:port"));
+                return Err(format!(
+                    "a {scheme}:// proxy is not supported: baton speaks to HTTP proxies, http://host:port"
+                ));
             }
             None => url,
         };
@@ -122,7 +124,9 @@ impl Proxy {
                 fail(format!("answered CONNECT {target} with {code} {reason}{hint}"))
             }
             Ok(Ok(Answer::Closed)) => fail(format!("closed the connection before answering CONNECT {target}")),
-            Ok(Ok(Answer::TooLarge)) => fail(format!("answered CONNECT {target} with a head over {ANSWER_LIMIT} bytes")),
+            Ok(Ok(Answer::TooLarge)) => {
+                fail(format!("answered CONNECT {target} with a head over {ANSWER_LIMIT} bytes"))
+            }
             Ok(Ok(Answer::NotHttp)) => fail(format!("answered CONNECT {target} with something that is not HTTP")),
         }
     }
@@ -131,7 +135,11 @@ impl Proxy {
 /// What a proxy said to `CONNECT`.
 enum Answer {
     /// A whole response head; `extra` when bytes followed it.
-    Status { code: u16, reason: String, extra: bool },
+    Status {
+        code: u16,
+        reason: String,
+        extra: bool,
+    },
     Closed,
     TooLarge,
     NotHttp,
@@ -182,7 +190,9 @@ fn host_and_port(address: &str) -> Result<(String, u16), String> {
         return Err("names no host, as http://proxy.internal:3128 does".to_owned());
     }
     let port = match port {
-        Some(port) => port.parse::<u16>().ok().filter(|port| *port > 0).ok_or("the port is not a number from 1 to 65535")?,
+        Some(port) => {
+            port.parse::<u16>().ok().filter(|port| *port > 0).ok_or("the port is not a number from 1 to 65535")?
+        }
         None => 80,
     };
     Ok((host.to_ascii_lowercase(), port))
@@ -244,7 +254,8 @@ mod tests {
 
     #[test]
     fn base64_follows_the_rfc_examples() {
-        let cases = [("", ""), ("f", "Zg=="), ("fo", "Zm8="), ("foo", "Zm9v"), ("foob", "Zm9vYg=="), ("fooba", "Zm9vYmE=")];
+        let cases =
+            [("", ""), ("f", "Zg=="), ("fo", "Zm8="), ("foo", "Zm9v"), ("foob", "Zm9vYg=="), ("fooba", "Zm9vYmE=")];
         for (plain, encoded) in cases {
             assert_eq!(base64(plain.as_bytes()), encoded, "{plain:?}");
         }
@@ -262,8 +273,15 @@ mod tests {
         assert_eq!(Proxy::parse("proxy:8080").expect("no scheme").url(), "http://proxy:8080");
         assert_eq!(Proxy::parse("http://proxy").expect("no port").url(), "http://proxy:80");
         assert_eq!(Proxy::parse("http://[::1]:3128").expect("v6").url(), "http://[::1]:3128");
-        for bad in ["socks5://h:1", "https://h:1", "http://h:1/path", "http://:1", "http://h:0", "http://h:x", "http://u:%zz@h:1"]
-        {
+        for bad in [
+            "socks5://h:1",
+            "https://h:1",
+            "http://h:1/path",
+            "http://:1",
+            "http://h:0",
+            "http://h:x",
+            "http://u:%zz@h:1",
+        ] {
             let err = Proxy::parse(bad).expect_err(bad);
             assert!(!err.contains("zz"), "{err}");
         }
