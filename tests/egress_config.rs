@@ -138,6 +138,8 @@ fn a_ca_file_that_is_missing_empty_or_holds_no_certificate_is_named() {
     let dir = std::env::temp_dir().join(format!("baton-test-{}-egress-bad-ca", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     std::fs::write(dir.join("empty.pem"), "").expect("write");
+    std::fs::write(dir.join("garbage.pem"), "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n")
+        .expect("write");
     std::fs::write(
         dir.join("key.pem"),
         "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIA==\n-----END PRIVATE KEY-----\n",
@@ -147,6 +149,7 @@ fn a_ca_file_that_is_missing_empty_or_holds_no_certificate_is_named() {
         ("ca_file = \"missing.pem\"", "missing.pem: cannot read it"),
         ("ca_file = \"empty.pem\"", "empty.pem holds no certificate"),
         ("ca_file = \"key.pem\"", "key.pem holds no certificate"),
+        ("ca_file = \"garbage.pem\"", "garbage.pem cannot be trusted"),
         ("ca_file = \".\"", ": cannot read it"),
         ("ca_file = \"\"", "must name a PEM file"),
         ("ca_file = \"${NO_SUCH_VAR}\"", "environment variable NO_SUCH_VAR is not set"),
