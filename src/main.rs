@@ -423,6 +423,11 @@ async fn check(path: &std::path::Path) -> Result<(), AnyError> {
             );
         }
     }
+    for provider in &config.providers {
+        if let Some(egress) = provider.egress.describe() {
+            println!("provider {:?}: {egress}", provider.name);
+        }
+    }
     Ok(())
 }
 

@@ -2,6 +2,7 @@
 //! rest of baton uses. Loading goes through [`raw`] first, so every mistake is
 //! reported with its file, line and key before anything starts.
 
+mod egress;
 mod keys;
 mod money;
 mod ops;
@@ -32,6 +33,7 @@ pub use telemetry::{DEFAULT_SERVICE_NAME, Telemetry};
 pub use crate::resilience::BreakerSettings;
 
 use crate::providers::ProviderKind;
+use crate::providers::client::Egress;
 use raw::RawConfig;
 use validate::Checker;
 
@@ -167,6 +169,10 @@ pub struct Provider {
     pub rpm: Option<u64>,
     /// The provider's quota, tokens per minute (estimated before, settled after).
     pub tpm: Option<u64>,
+    /// How its connections leave: the proxy they go through (`proxy`, or
+    /// the environment's `HTTPS_PROXY` / `HTTP_PROXY` unless `NO_PROXY`
+    /// names the host) and the CA trusted beside the system's (`ca_file`).
+    pub egress: Egress,
 }
 
 /// A model name clients ask for, and the ordered targets that can answer it.

@@ -90,6 +90,8 @@ pub(super) struct RawProvider {
     pub breaker: Option<Spanned<RawBreaker>>,
     pub rpm: Option<Spanned<u64>>,
     pub tpm: Option<Spanned<u64>>,
+    pub ca_file: Option<Spanned<String>>,
+    pub proxy: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]

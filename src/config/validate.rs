@@ -268,7 +268,8 @@ impl Checker<'_> {
             None => Ok(None),
         };
         let (rpm, tpm) = (per_minute(&raw.rpm, "rpm")?, per_minute(&raw.tpm, "tpm")?);
-        Ok(Provider { name, kind, base_url, api_key, breaker, rpm, tpm })
+        let egress = self.egress(raw, i, &base_url)?;
+        Ok(Provider { name, kind, base_url, api_key, breaker, rpm, tpm, egress })
     }
 
     fn breaker(&self, raw: &RawBreaker, key: &str) -> Result<BreakerSettings, ConfigError> {

@@ -423,6 +423,7 @@ pub(super) fn upstream<'a>(target: &'a Target, route: &Route, traceparent: Optio
         model: &target.model,
         max_event_bytes: route.limits.max_event_bytes,
         traceparent,
+        egress: &target.provider.egress,
     }
 }
 

@@ -69,7 +69,8 @@ async fn count_tokens(
     let request = adapter
         .count_request(upstream, req)
         .ok_or_else(|| ProviderError::Request(format!("a {kind} provider counts no tokens")))??;
-    let response = client.send(request).await.map_err(|err| ProviderError::Connect(err.to_string()))?;
+    let response =
+        client.send_via(request, upstream.egress).await.map_err(|err| ProviderError::Connect(err.to_string()))?;
     if !response.status().is_success() {
         return Err(error_response(adapter, response).await);
     }
@@ -140,7 +141,7 @@ pub async fn open(
     if let Some(context) = upstream.traceparent.and_then(|context| http::HeaderValue::from_str(context).ok()) {
         request.headers_mut().insert("traceparent", context);
     }
-    let response = client.send(request).await.map_err(|err| match err {
+    let response = client.send_via(request, upstream.egress).await.map_err(|err| match err {
         ClientError::Url(why) => ProviderError::Request(why.to_owned()),
         err => ProviderError::Connect(err.to_string()),
     })?;

@@ -117,6 +117,8 @@ pub struct Upstream<'a> {
     /// The attempt's W3C trace context, sent as `traceparent` when the
     /// request is traced, so a provider that traces continues the trace.
     pub traceparent: Option<&'a str>,
+    /// How connections to the provider leave: its proxy and extra trust.
+    pub egress: &'a client::Egress,
 }
 
 /// What opening an answer comes to: its events, or why there are none.

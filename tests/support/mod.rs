@@ -9,12 +9,14 @@ pub mod backend;
 mod binary;
 mod client;
 mod config_text;
+pub mod http_proxy;
 pub mod matrix;
 mod mock;
 pub mod postgres;
 mod proxy;
 pub mod raw;
 mod redis;
+pub mod tls;
 mod webhook;
 
 use std::future::Future;

@@ -4,9 +4,15 @@
 //! already read from the socket reaches the relay without a task switch, so
 //! the events of one upstream read leave for the client in one write, and an
 //! idle connection costs no task.
+//!
+//! Each provider's [`Egress`] says whom its TLS trusts and which proxy its
+//! connections go through; both are part of the pool's key.
 
 mod connect;
+mod egress;
+mod environment;
 mod pool;
+mod proxy;
 
 use std::future::{Future, poll_fn};
 use std::pin::{Pin, pin};
@@ -26,6 +32,10 @@ use thiserror::Error;
 use connect::{Connector, Io};
 use pool::Pool;
 
+pub use egress::{Egress, Trust};
+pub use environment::{NoProxy, proxy_from_env};
+pub use proxy::Proxy;
+
 type RequestBody = Full<Bytes>;
 
 /// Why a request to a provider got no response, or its body broke off. The
@@ -41,6 +51,10 @@ pub enum ClientError {
     /// No TLS session, or no TLS settings at start.
     #[error("tls: {0}")]
     Tls(String),
+    /// The proxy could not be reached, or refused the tunnel or the
+    /// request; the message names the proxy, never its credentials.
+    #[error("{0}")]
+    Proxy(String),
     /// The HTTP exchange failed: reset, closed early, or not HTTP.
     #[error("{0}")]
     Http(String),
@@ -71,12 +85,14 @@ fn chain(err: &dyn std::error::Error) -> String {
     message
 }
 
-/// Where connections go: one pool of idle connections per origin.
+/// Where connections go, and how they get there: one pool of idle
+/// connections per origin.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Origin {
     https: bool,
     host: String,
     port: u16,
+    egress: Egress,
 }
 
 /// Sends provider requests over pooled keep-alive connections; clones share
@@ -94,11 +110,22 @@ impl Client {
         Ok(Client { connector: Connector::new()?, pool: Arc::new(Pool::new(max_idle_per_origin, idle_timeout)) })
     }
 
-    /// Sends `request` (with an absolute URL) and returns the response head
-    /// with a body that still drives its connection. Dropping the body before
-    /// its end closes the connection.
+    /// Sends `request` (with an absolute URL) directly, trusting the
+    /// system's roots, and returns the response head with a body that still
+    /// drives its connection. Dropping the body before its end closes the
+    /// connection.
     pub async fn send(&self, request: http::Request<Bytes>) -> Result<http::Response<ResponseBody>, ClientError> {
-        let (origin, parts, body) = origin_form(request)?;
+        self.send_via(request, &Egress::DIRECT).await
+    }
+
+    /// [`Client::send`] the way `egress` says: through its proxy, trusting
+    /// its certificates beside the system's.
+    pub async fn send_via(
+        &self,
+        request: http::Request<Bytes>,
+        egress: &Egress,
+    ) -> Result<http::Response<ResponseBody>, ClientError> {
+        let (origin, parts, body) = request_form(request, egress)?;
         let build = || {
             let mut request = http::Request::new(Full::new(body.clone()));
             *request.method_mut() = parts.method.clone();
@@ -109,20 +136,46 @@ impl Client {
         if let Some(conn) = self.pool.take(&origin) {
             match conn.send(build(), &self.pool, &origin).await {
                 Err(ClientError::Stale) => {}
-                sent => return sent,
+                sent => return refused_by_proxy(sent, &origin),
             }
         }
         let conn = self.connector.connect(&origin).await?;
-        conn.send(build(), &self.pool, &origin).await.map_err(|err| match err {
+        let sent = conn.send(build(), &self.pool, &origin).await.map_err(|err| match err {
             ClientError::Stale => ClientError::Http("the provider closed the connection before the request".into()),
             err => err,
-        })
+        });
+        refused_by_proxy(sent, &origin)
     }
 }
 
-/// Splits an absolute-URL request into its origin and an HTTP/1.1 request in
-/// origin form (`/path?query` with a `Host` header).
-fn origin_form(request: http::Request<Bytes>) -> Result<(Origin, http::request::Parts, Bytes), ClientError> {
+/// A plain `http` request sent to a proxy in absolute form gets the proxy's
+/// own 407 when it wants credentials: a failure to connect, like a refused
+/// tunnel, not the provider's answer.
+fn refused_by_proxy(
+    sent: Result<http::Response<ResponseBody>, ClientError>,
+    origin: &Origin,
+) -> Result<http::Response<ResponseBody>, ClientError> {
+    match (sent, origin.egress.proxy()) {
+        (Ok(response), Some(proxy))
+            if !origin.https && response.status() == http::StatusCode::PROXY_AUTHENTICATION_REQUIRED =>
+        {
+            Err(ClientError::Proxy(format!(
+                "the proxy {} answered 407 Proxy Authentication Required: it wants credentials, or refused those in the proxy URL",
+                proxy.url()
+            )))
+        }
+        (sent, _) => sent,
+    }
+}
+
+/// Splits an absolute-URL request into its origin and the HTTP/1.1 request
+/// that goes on the wire: in origin form (`/path?query` with a `Host`
+/// header), or for plain `http` through a proxy in absolute form, with the
+/// proxy's credentials.
+fn request_form(
+    request: http::Request<Bytes>,
+    egress: &Egress,
+) -> Result<(Origin, http::request::Parts, Bytes), ClientError> {
     let (mut parts, body) = request.into_parts();
     let uri = &parts.uri;
     let https = match uri.scheme() {
@@ -136,8 +189,15 @@ fn origin_form(request: http::Request<Bytes>) -> Result<(Origin, http::request::
     let host_header =
         http::HeaderValue::from_str(authority.as_str()).map_err(|_| ClientError::Url("the host is not a header"))?;
     parts.headers.insert(HOST, host_header);
-    parts.uri = uri.path_and_query().cloned().unwrap_or_else(|| PathAndQuery::from_static("/")).into();
-    Ok((Origin { https, host, port }, parts, body))
+    match egress.proxy() {
+        Some(proxy) if !https => {
+            if let Some(authorization) = proxy.authorization() {
+                parts.headers.insert(http::header::PROXY_AUTHORIZATION, authorization.clone());
+            }
+        }
+        _ => parts.uri = uri.path_and_query().cloned().unwrap_or_else(|| PathAndQuery::from_static("/")).into(),
+    }
+    Ok((Origin { https, host, port, egress: egress.clone() }, parts, body))
 }
 
 /// One HTTP/1.1 connection: the handle to send on, and the state machine
