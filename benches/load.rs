@@ -19,7 +19,8 @@
 //! ```
 //!
 //! Arguments pick the concurrency levels (`-- 100 1000`); `BATON_BENCH_PARTS`
-//! picks the measurements (`memory,throughput`); `BATON_BENCH_STORE=none`
+//! picks the measurements (`memory,latency,throughput`, every one by
+//! default, and `paced`, only when named: see `load/paced.rs`); `BATON_BENCH_STORE=none`
 //! runs baton without its request log; `BATON_BENCH_GATEWAY` names
 //! another `baton` binary to run as the gateway, so two builds are compared
 //! back to back against the same providers and load generator.
@@ -35,6 +36,8 @@
     reason = "a benchmark reports on stdout and stops on setup errors"
 )]
 
+#[path = "load/paced.rs"]
+mod paced;
 mod support;
 
 use std::fmt::Write as _;
@@ -103,7 +106,12 @@ fn gateway_bin() -> PathBuf {
 /// Whether `part` (`memory`, `latency` or `throughput`) is measured:
 /// `BATON_BENCH_PARTS`, a comma-separated list, picks some; every part by default.
 fn measures(part: &str) -> bool {
-    std::env::var("BATON_BENCH_PARTS").map_or(true, |parts| parts.split(',').any(|p| p.trim() == part))
+    std::env::var("BATON_BENCH_PARTS").map_or(true, |_| parts_named(part))
+}
+
+/// Whether `BATON_BENCH_PARTS` names `part`: the paced workload runs only then.
+fn parts_named(part: &str) -> bool {
+    std::env::var("BATON_BENCH_PARTS").is_ok_and(|parts| parts.split(',').any(|p| p.trim() == part))
 }
 
 fn scratch() -> PathBuf {
@@ -202,6 +210,8 @@ struct Gateway {
     fast: (String, &'static str),
     /// The same for the slow answers that are held open.
     slow: (String, &'static str),
+    /// The same for the paced answers.
+    paced: (String, &'static str),
     /// The gateway's processes, to measure; none for direct.
     process: Option<Child>,
     /// A bearer token the gateway demands.
@@ -231,7 +241,7 @@ impl Gateway {
     }
 }
 
-async fn nginx(fast: SocketAddr, slow: SocketAddr) -> Option<(Child, SocketAddr)> {
+async fn nginx(fast: SocketAddr, slow: SocketAddr, paced: SocketAddr) -> Option<(Child, SocketAddr)> {
     if which("nginx").is_none() {
         let status =
             std::process::Command::new("apt-get").args(["install", "-y", "-q", "nginx-light"]).status().ok()?;
@@ -247,9 +257,11 @@ async fn nginx(fast: SocketAddr, slow: SocketAddr) -> Option<(Child, SocketAddr)
          events {{ worker_connections 20000; }}\n\
          http {{\n  access_log off;\n  client_body_temp_path {dir}/body;\n  proxy_temp_path {dir}/proxy;\n\
          upstream fast {{ server {fast}; keepalive 1024; }}\n  upstream slow {{ server {slow}; keepalive 1024; }}\n\
+         upstream paced {{ server {paced}; keepalive 1024; }}\n\
          server {{\n    listen 127.0.0.1:{port} backlog=4096;\n\
          location /fast/ {{ proxy_pass http://fast/; proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_buffering off; proxy_cache off; }}\n\
          location /slow/ {{ proxy_pass http://slow/; proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_buffering off; proxy_cache off; }}\n\
+         location /paced/ {{ proxy_pass http://paced/; proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_buffering off; proxy_cache off; }}\n\
          }}\n}}\n",
         dir = dir.display()
     );
@@ -332,13 +344,15 @@ fn which(program: &str) -> Option<PathBuf> {
 
 /// Breakers off and deadlines long: this benchmark measures what the relay
 /// costs, so overload must show as latency, not as failovers or open breakers.
-fn baton_config(fast: SocketAddr, slow: SocketAddr, flaky: SocketAddr) -> PathBuf {
+fn baton_config(fast: SocketAddr, slow: SocketAddr, flaky: SocketAddr, paced: SocketAddr) -> PathBuf {
     let no_breaker = "breaker = { failure_threshold = 1000000, window = 1000000 }";
     let text = format!(
         "listen = \"127.0.0.1:0\"\n\n\
          [[providers]]\nname = \"fast\"\nkind = \"openai\"\nbase_url = \"http://{fast}/v1\"\n{no_breaker}\n\n\
          [[providers]]\nname = \"slow\"\nkind = \"openai\"\nbase_url = \"http://{slow}/v1\"\n{no_breaker}\n\n\
          [[providers]]\nname = \"flaky\"\nkind = \"openai\"\nbase_url = \"http://{flaky}/v1\"\n{no_breaker}\n\n\
+         [[providers]]\nname = \"paced\"\nkind = \"openai\"\nbase_url = \"http://{paced}/v1\"\n{no_breaker}\n\n\
+         [[routes]]\nmodel = \"paced\"\nfirst_token_timeout_ms = 60000\nidle_timeout_ms = 60000\ntargets = [{{ provider = \"paced\", model = \"m\" }}]\n\n\
          [[routes]]\nmodel = \"fast\"\nfirst_token_timeout_ms = 60000\nidle_timeout_ms = 60000\ntargets = [{{ provider = \"fast\", model = \"m\" }}]\n\n\
          [[routes]]\nmodel = \"slow\"\nfirst_token_timeout_ms = 60000\nidle_timeout_ms = 60000\ntargets = [{{ provider = \"slow\", model = \"m\" }}]\n\n\
          [[routes]]\nmodel = \"flaky\"\nfirst_token_timeout_ms = 60000\nidle_timeout_ms = 60000\n\
@@ -615,21 +629,25 @@ fn main() {
             "--fault", "http_5xx,http_429,close_before_token,malformed,error_event,refuse,stall_first_token",
         ])
         .await;
-        let config = baton_config(fast, slow, flaky);
+        let shape = paced::Shape::from_env();
+        let (_paced_mock, paced) = mock(shape.tokens, &shape.mock_args().iter().map(String::as_str).collect::<Vec<_>>()).await;
+        let config = baton_config(fast, slow, flaky, paced);
         let (baton, baton_addr) = start_baton(&["serve", "--config", config.to_str().expect("path")]).await;
         let baton_url = format!("http://{baton_addr}/v1/chat/completions");
         let mut gateways = vec![Gateway {
             name: "direct",
             fast: (format!("http://{fast}/v1/chat/completions"), "m"),
             slow: (format!("http://{slow}/v1/chat/completions"), "m"),
+            paced: (format!("http://{paced}/v1/chat/completions"), "m"),
             process: None,
             token: None,
         }];
-        match nginx(fast, slow).await {
+        match nginx(fast, slow, paced).await {
             Some((process, addr)) => gateways.push(Gateway {
                 name: "nginx",
                 fast: (format!("http://{addr}/fast/v1/chat/completions"), "m"),
                 slow: (format!("http://{addr}/slow/v1/chat/completions"), "m"),
+                paced: (format!("http://{addr}/paced/v1/chat/completions"), "m"),
                 process: Some(process),
                 token: None,
             }),
@@ -640,6 +658,7 @@ fn main() {
             name: "baton",
             fast: (baton_url.clone(), "fast"),
             slow: (baton_url.clone(), "slow"),
+            paced: (baton_url.clone(), "paced"),
             process: Some(baton),
             token: bench_key(),
         });
@@ -650,6 +669,7 @@ fn main() {
                     name: "litellm",
                     fast: (format!("http://{addr}/v1/chat/completions"), "fast"),
                     slow: (format!("http://{addr}/v1/chat/completions"), "slow"),
+                    paced: (format!("http://{addr}/v1/chat/completions"), "paced"),
                     process: Some(process),
                     token: Some(LITELLM_KEY.to_owned()),
                 }),
@@ -669,6 +689,14 @@ fn main() {
                 .default_headers(headers)
                 .build()
                 .expect("client")
+        };
+        // The paced workload first, when asked for (`BATON_BENCH_PARTS=paced`),
+        // on fresh processes, its levels lowest first: `-- 10 100 1000`.
+        let paced_report = if parts_named("paced") {
+            progress(started, format_args!("paced workload"));
+            paced::run(shape, &gateways, &levels, &client_for).await
+        } else {
+            String::new()
         };
         // Memory first, on fresh processes: after heavy load an allocator keeps
         // what it took, and a difference against that says nothing.
@@ -761,6 +789,6 @@ fn main() {
             }
         }
         progress(started, format_args!("done"));
-        println!("{latency}\n{report}\n{memory_report}");
+        println!("{paced_report}\n{latency}\n{report}\n{memory_report}");
     });
 }
