@@ -212,6 +212,8 @@ struct Gateway {
     slow: (String, &'static str),
     /// The same for the paced answers.
     paced: (String, &'static str),
+    /// The same for the paced answers from the provider behind TLS, when it could be started.
+    paced_tls: Option<(String, &'static str)>,
     /// The gateway's processes, to measure; none for direct.
     process: Option<Child>,
     /// A bearer token the gateway demands.
@@ -241,7 +243,12 @@ impl Gateway {
     }
 }
 
-async fn nginx(fast: SocketAddr, slow: SocketAddr, paced: SocketAddr) -> Option<(Child, SocketAddr)> {
+async fn nginx(
+    fast: SocketAddr,
+    slow: SocketAddr,
+    paced: SocketAddr,
+    tls: Option<&paced::TlsFront>,
+) -> Option<(Child, SocketAddr)> {
     if which("nginx").is_none() {
         let status =
             std::process::Command::new("apt-get").args(["install", "-y", "-q", "nginx-light"]).status().ok()?;
@@ -262,9 +269,24 @@ async fn nginx(fast: SocketAddr, slow: SocketAddr, paced: SocketAddr) -> Option<
          location /fast/ {{ proxy_pass http://fast/; proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_buffering off; proxy_cache off; }}\n\
          location /slow/ {{ proxy_pass http://slow/; proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_buffering off; proxy_cache off; }}\n\
          location /paced/ {{ proxy_pass http://paced/; proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_buffering off; proxy_cache off; }}\n\
+         {tls}\
          }}\n}}\n",
-        dir = dir.display()
+        dir = dir.display(),
+        tls = tls.map(|front| format!(
+            "location /paced-tls/ {{ proxy_pass https://paced_tls/; proxy_http_version 1.1; proxy_set_header Connection \"\"; \
+             proxy_buffering off; proxy_cache off; proxy_ssl_verify on; proxy_ssl_trusted_certificate {ca}; \
+             proxy_ssl_name localhost; proxy_ssl_session_reuse on; }}\n",
+            ca = front.ca.display()
+        )).unwrap_or_default()
     );
+    let conf = match tls {
+        Some(front) => conf.replacen(
+            "server {\n",
+            &format!("upstream paced_tls {{ server {}; keepalive 1024; }}\n  server {{\n", front.addr),
+            1,
+        ),
+        None => conf,
+    };
     std::fs::write(dir.join("nginx.conf"), conf).ok()?;
     let mut command = Command::new(which("nginx")?);
     command.args(["-g", "daemon off;", "-c"]).arg(dir.join("nginx.conf"));
@@ -344,7 +366,13 @@ fn which(program: &str) -> Option<PathBuf> {
 
 /// Breakers off and deadlines long: this benchmark measures what the relay
 /// costs, so overload must show as latency, not as failovers or open breakers.
-fn baton_config(fast: SocketAddr, slow: SocketAddr, flaky: SocketAddr, paced: SocketAddr) -> PathBuf {
+fn baton_config(
+    fast: SocketAddr,
+    slow: SocketAddr,
+    flaky: SocketAddr,
+    paced: SocketAddr,
+    tls: Option<&paced::TlsFront>,
+) -> PathBuf {
     let no_breaker = "breaker = { failure_threshold = 1000000, window = 1000000 }";
     let text = format!(
         "listen = \"127.0.0.1:0\"\n\n\
@@ -358,8 +386,14 @@ fn baton_config(fast: SocketAddr, slow: SocketAddr, flaky: SocketAddr, paced: So
          [[routes]]\nmodel = \"flaky\"\nfirst_token_timeout_ms = 60000\nidle_timeout_ms = 60000\n\
          targets = [{{ provider = \"flaky\", model = \"m\", first_token_timeout_ms = 1000 }}, {{ provider = \"fast\", model = \"m\" }}]\n"
     );
+    let tls = tls.map(|front| format!(
+        "[[providers]]\nname = \"paced-tls\"\nkind = \"openai\"\nbase_url = \"https://{}/v1\"\nca_file = \"{}\"\n{no_breaker}\n\n\
+         [[routes]]\nmodel = \"paced-tls\"\nfirst_token_timeout_ms = 60000\nidle_timeout_ms = 60000\ntargets = [{{ provider = \"paced-tls\", model = \"m\" }}]\n\n",
+        front.addr,
+        front.ca.display()
+    )).unwrap_or_default();
     let path = scratch().join("baton.toml");
-    std::fs::write(&path, format!("{text}\n{}{}", bench_keys(), bench_store())).expect("config");
+    std::fs::write(&path, format!("{text}\n{tls}{}{}", bench_keys(), bench_store())).expect("config");
     path
 }
 
@@ -631,7 +665,11 @@ fn main() {
         .await;
         let shape = paced::Shape::from_env();
         let (_paced_mock, paced) = mock(shape.tokens, &shape.mock_args().iter().map(String::as_str).collect::<Vec<_>>()).await;
-        let config = baton_config(fast, slow, flaky, paced);
+        let front = if parts_named("paced") { paced::tls_front(paced).await } else { None };
+        if parts_named("paced") && front.is_none() {
+            println!("the TLS front (openssl, nginx) could not be started; the paced rows over TLS are missing");
+        }
+        let config = baton_config(fast, slow, flaky, paced, front.as_ref());
         let (baton, baton_addr) = start_baton(&["serve", "--config", config.to_str().expect("path")]).await;
         let baton_url = format!("http://{baton_addr}/v1/chat/completions");
         let mut gateways = vec![Gateway {
@@ -639,15 +677,17 @@ fn main() {
             fast: (format!("http://{fast}/v1/chat/completions"), "m"),
             slow: (format!("http://{slow}/v1/chat/completions"), "m"),
             paced: (format!("http://{paced}/v1/chat/completions"), "m"),
+            paced_tls: front.as_ref().map(|front| (format!("https://{}/v1/chat/completions", front.addr), "m")),
             process: None,
             token: None,
         }];
-        match nginx(fast, slow, paced).await {
+        match nginx(fast, slow, paced, front.as_ref()).await {
             Some((process, addr)) => gateways.push(Gateway {
                 name: "nginx",
                 fast: (format!("http://{addr}/fast/v1/chat/completions"), "m"),
                 slow: (format!("http://{addr}/slow/v1/chat/completions"), "m"),
                 paced: (format!("http://{addr}/paced/v1/chat/completions"), "m"),
+                paced_tls: front.as_ref().map(|_| (format!("http://{addr}/paced-tls/v1/chat/completions"), "m")),
                 process: Some(process),
                 token: None,
             }),
@@ -659,6 +699,7 @@ fn main() {
             fast: (baton_url.clone(), "fast"),
             slow: (baton_url.clone(), "slow"),
             paced: (baton_url.clone(), "paced"),
+            paced_tls: front.as_ref().map(|_| (baton_url.clone(), "paced-tls")),
             process: Some(baton),
             token: bench_key(),
         });
@@ -670,6 +711,7 @@ fn main() {
                     fast: (format!("http://{addr}/v1/chat/completions"), "fast"),
                     slow: (format!("http://{addr}/v1/chat/completions"), "slow"),
                     paced: (format!("http://{addr}/v1/chat/completions"), "paced"),
+                    paced_tls: None,
                     process: Some(process),
                     token: Some(LITELLM_KEY.to_owned()),
                 }),
@@ -694,7 +736,12 @@ fn main() {
         // on fresh processes, its levels lowest first: `-- 10 100 1000`.
         let paced_report = if parts_named("paced") {
             progress(started, format_args!("paced workload"));
-            paced::run(shape, &gateways, &levels, &client_for).await
+            let plain = paced::run(shape, &gateways, &levels, None).await;
+            let tls = match &front {
+                Some(front) => paced::run(shape, &gateways, &levels, Some(front)).await,
+                None => String::new(),
+            };
+            format!("{plain}\n{tls}")
         } else {
             String::new()
         };

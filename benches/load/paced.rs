@@ -9,13 +9,20 @@
 //!
 //! The answer's shape comes from `BATON_BENCH_PACED=tokens,first_ms,gap_ms`
 //! (200 tokens, the first after 20 ms, then one every 5 ms, by default).
+//! The table is made twice: with the provider on plain HTTP, and behind TLS
+//! as every real provider is (an nginx of its own in front of it, with a
+//! certificate for 127.0.0.1 that only this run trusts), so the handshake
+//! and the record layer are part of each gateway's cost.
 
 use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use tokio::process::{Child, Command};
 
-use super::{Gateway, REQUEST_TIMEOUT, cpu_seconds, memory, open_fds, quantile_ms, settle, support};
+use super::{Gateway, REQUEST_TIMEOUT, cpu_seconds, memory, open_fds, quantile_ms, scratch, settle, support, which};
 
 /// How long each level's workers keep sending paced requests.
 const DRIVE: Duration = Duration::from_secs(6);
@@ -99,33 +106,112 @@ async fn drive(client: &reqwest::Client, url: &str, model: &str, concurrency: us
     run
 }
 
+/// The paced provider behind TLS: its own nginx (so its CPU is no gateway's),
+/// and the certificate that signs for 127.0.0.1, which the paths trust.
+pub struct TlsFront {
+    _process: Child,
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// Its certificate, self-signed: the one trust anchor of this run.
+    pub ca: PathBuf,
+}
+
+/// Starts the TLS front for the paced provider at `paced`, or says why not.
+pub async fn tls_front(paced: SocketAddr) -> Option<TlsFront> {
+    let dir = scratch().join("tls-front");
+    std::fs::create_dir_all(dir.join("logs")).ok()?;
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let made = std::process::Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2"])
+        .args(["-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"])
+        .args(["-addext", "basicConstraints=critical,CA:FALSE"])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .ok()?;
+    if !made.success() {
+        return None;
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
+    let conf = format!(
+        "worker_processes 1;\npid {dir}/nginx.pid;\nerror_log {dir}/logs/error.log warn;\nworker_rlimit_nofile 20000;\n\
+         events {{ worker_connections 20000; }}\n\
+         http {{\n  access_log off;\n  client_body_temp_path {dir}/body;\n  proxy_temp_path {dir}/proxy;\n\
+         upstream paced {{ server {paced}; keepalive 1024; }}\n\
+         server {{\n    listen 127.0.0.1:{port} ssl backlog=4096;\n    ssl_certificate {cert};\n    ssl_certificate_key {key};\n\
+         keepalive_requests 100000;\n\
+         location / {{ proxy_pass http://paced; proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_buffering off; }}\n\
+         }}\n}}\n",
+        dir = dir.display(),
+        cert = cert.display(),
+        key = key.display()
+    );
+    std::fs::write(dir.join("nginx.conf"), conf).ok()?;
+    let mut command = Command::new(which("nginx")?);
+    command.args(["-g", "daemon off;", "-c"]).arg(dir.join("nginx.conf"));
+    let process = super::spawn_quiet(&mut command)?;
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().ok()?;
+    for _ in 0..100 {
+        if tokio::net::TcpStream::connect(addr).await.is_ok() {
+            return Some(TlsFront { _process: process, addr, ca: cert });
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    None
+}
+
+/// A client for `gateway`, with its bearer token, trusting `ca` beside the system's roots.
+fn client(gateway: &Gateway, ca: Option<&reqwest::Certificate>) -> reqwest::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    if let Some(token) = gateway.token.as_deref().and_then(|token| format!("Bearer {token}").parse().ok()) {
+        headers.insert("authorization", token);
+    }
+    let builder = reqwest::Client::builder().tcp_nodelay(true).default_headers(headers);
+    let builder = match ca {
+        Some(ca) => builder.add_root_certificate(ca.clone()),
+        None => builder,
+    };
+    builder.build().expect("client")
+}
+
 /// Runs every level on direct, nginx and baton, lowest level first (what a
 /// level leaves in the allocator is less than the next one uses), and
-/// returns the table.
-pub async fn run(
-    shape: Shape,
-    gateways: &[Gateway],
-    levels: &[usize],
-    client_for: impl Fn(&Gateway) -> reqwest::Client,
-) -> String {
-    let paths: Vec<&Gateway> = gateways.iter().filter(|g| matches!(g.name, "direct" | "nginx" | "baton")).collect();
+/// returns the table: over plain HTTP, or with `tls` to the provider behind
+/// its TLS front.
+pub async fn run(shape: Shape, gateways: &[Gateway], levels: &[usize], tls: Option<&TlsFront>) -> String {
+    let ca =
+        tls.and_then(|front| std::fs::read(&front.ca).ok()).and_then(|pem| reqwest::Certificate::from_pem(&pem).ok());
+    let paths: Vec<&Gateway> = gateways
+        .iter()
+        .filter(|g| matches!(g.name, "direct" | "nginx" | "baton"))
+        .filter(|g| tls.is_none() || g.paced_tls.is_some())
+        .collect();
     let idle: Vec<u64> = paths.iter().map(|g| memory(&g.pids(), "VmRSS:")).collect();
     let mut table = String::new();
     let _ = writeln!(
         table,
-        "Paced answers: {} tokens, the first after {} ms, then one every {} ms.\n\n\
+        "Paced answers: {} tokens, the first after {} ms, then one every {} ms; the provider {}.\n\n\
          | path | concurrent streams | streams | TTFT p50 / p99 (ms) | added p50 / p99 (ms) | gateway CPU s per 1,000 streams | CPU vs nginx | RSS per stream in flight (KiB) |\n\
          |---|---|---|---|---|---|---|---|",
-        shape.tokens, shape.first_ms, shape.gap_ms
+        shape.tokens,
+        shape.first_ms,
+        shape.gap_ms,
+        if tls.is_some() { "behind TLS" } else { "on plain HTTP" }
     );
     for &level in levels {
         let mut runs: Vec<(&str, Run)> = Vec::new();
         for (gateway, idle) in paths.iter().zip(&idle) {
             let pids = gateway.pids();
-            let (url, model) = &gateway.paced;
-            eprintln!("paced: {} at {level} streams", gateway.name);
+            let Some((url, model)) = (if tls.is_some() { gateway.paced_tls.as_ref() } else { Some(&gateway.paced) })
+            else {
+                continue;
+            };
+            eprintln!("paced{}: {} at {level} streams", if tls.is_some() { " over TLS" } else { "" }, gateway.name);
             let fds = open_fds();
-            runs.push((gateway.name, drive(&client_for(gateway), url, model, level, &pids, *idle).await));
+            runs.push((gateway.name, drive(&client(gateway, ca.as_ref()), url, model, level, &pids, *idle).await));
             settle(&pids, fds).await;
         }
         let direct = runs.iter().find(|(name, _)| *name == "direct").map(|(_, run)| run);
