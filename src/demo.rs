@@ -66,6 +66,11 @@ targets = [
   {{ provider = "flaky-anthropic", model = "claude-sim", price = {{ input_per_mtok = 3.0, output_per_mtok = 15.0 }} }},
   {{ provider = "steady-openai", model = "gpt-sim", price = {{ input_per_mtok = 0.15, output_per_mtok = 0.60 }} }},
 ]
+
+[[drills]]                      # fails the flaky provider on purpose: the steady one must answer
+route = "chat"
+every = "30s"
+fail = ["flaky-anthropic=http_5xx"]
 "#,
         flaky = flaky.base_url(),
         steady = steady.base_url(),
@@ -91,6 +96,7 @@ targets = [
     println!("Open http://{listen}/ for the playground and the live status of both providers and the route.");
     println!("Each failover is explained in the log below: an \"attempt\" line per try, with its failure_class.");
     println!("Requests are recorded for the page's charts in a temporary database, removed when the demo stops.");
+    println!("Every 30 s a drill fails the flaky provider on purpose and checks that the steady one answers.");
     println!();
     let served = crate::serve_on(listener, config, None).await;
     drop(records);

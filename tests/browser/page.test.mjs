@@ -73,6 +73,12 @@ test("the playground streams answers and the live status shows failovers", { tim
       null, { timeout: 10000 });
     assert.match(await page.textContent('[data-provider="steady-openai"]'), /spend \$0\.\d{4}/, "the demo's priced answers show their spend");
 
+    // The demo's drill (every 30 s, first at a random moment within that)
+    // fails the flaky provider on purpose; the page shows the steady one answered.
+    await page.waitForSelector('#status-drills tr[data-drill="chat"][data-result="passed"]', { timeout: 45000 });
+    assert.match(await page.textContent('#status-drills tr[data-drill="chat"]'), /flaky-anthropic=http_5xx.*steady-openai/,
+      "the drill, what it failed and who answered are shown");
+
     mkdirSync(ARTIFACTS, { recursive: true });
     await page.screenshot({ path: `${ARTIFACTS}/page.png`, fullPage: true });
   } finally {
