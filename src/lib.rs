@@ -3,6 +3,7 @@
 
 pub mod access;
 pub mod admission;
+pub mod clock;
 pub mod config;
 pub mod core;
 pub mod dialect;

@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::clock::later;
+
 /// The window a limit is given over.
 const WINDOW: Duration = Duration::from_secs(60);
 
@@ -30,8 +32,8 @@ impl Gcra {
     pub fn take(&mut self, cost: u64, now: Instant) -> Result<(), Duration> {
         let cost = u32::try_from(cost).unwrap_or(u32::MAX);
         let start = self.paid_until.max(now);
-        let paid_until = start.checked_add(self.interval.saturating_mul(cost)).unwrap_or(start);
-        let horizon = now.checked_add(WINDOW).unwrap_or(now);
+        let paid_until = later(start, self.interval.saturating_mul(cost));
+        let horizon = later(now, WINDOW);
         if paid_until > horizon {
             return Err(paid_until.saturating_duration_since(horizon));
         }
@@ -58,7 +60,7 @@ impl Gcra {
 
     /// How many units could be taken at `now`: the full limit when idle.
     pub fn available(&self, now: Instant) -> u64 {
-        let horizon = now.checked_add(WINDOW).unwrap_or(now);
+        let horizon = later(now, WINDOW);
         let room = horizon.saturating_duration_since(self.paid_until.max(now));
         u64::try_from(room.as_nanos() / self.interval.as_nanos().max(1)).unwrap_or(u64::MAX)
     }
@@ -67,7 +69,7 @@ impl Gcra {
     pub fn charge(&mut self, units: u64, now: Instant) {
         let units = u32::try_from(units).unwrap_or(u32::MAX);
         let start = self.paid_until.max(now);
-        self.paid_until = start.checked_add(self.interval.saturating_mul(units)).unwrap_or(start);
+        self.paid_until = later(start, self.interval.saturating_mul(units));
     }
 }
 

@@ -10,6 +10,7 @@ use tokio::time::Instant;
 
 use super::gcra::Gcra;
 use super::{Candidate, Policy, Settlement, Skip, SkipReason, Ticket};
+use crate::clock::later;
 use crate::config::Provider;
 
 /// One provider's limiters, with the limits they were made for.
@@ -79,8 +80,7 @@ impl Policy for QuotaPolicy {
         }
         // The estimate walks the whole request: only a token quota needs it.
         let reserved = if quota.tokens.is_some() { candidate.request.estimated_tokens() } else { 0 };
-        let over =
-            |wait| Skip { reason: SkipReason::OverQuota(wait), recovers_at: now.checked_add(wait).unwrap_or(now) };
+        let over = |wait| Skip { reason: SkipReason::OverQuota(wait), recovers_at: later(now, wait) };
         // Both limits must have room; neither is touched unless both do.
         let (mut requests, mut tokens) = (quota.requests.clone(), quota.tokens.clone());
         if let Some(requests) = &mut requests {

@@ -13,6 +13,7 @@ use tokio::time::Instant;
 use super::gate::{Admitted, Refusal, RequestGate};
 use super::{Candidate, QuotaUse, Settlement, Skip, SkipReason, Ticket};
 use crate::access::ClientKey;
+use crate::clock::later;
 use crate::config::{Config, Route};
 use crate::event::ChatRequest;
 use crate::observe::Ended;
@@ -129,8 +130,7 @@ pub async fn take_provider_quota(
             Ok(shared.map(|tokens| Box::new(ProviderTokens { tokens, reserved }) as Box<dyn Ticket>))
         }
         Some(Taken::Refused { retry_after, .. }) => {
-            let now = Instant::now();
-            let recovers_at = now.checked_add(retry_after).unwrap_or(now);
+            let recovers_at = later(Instant::now(), retry_after);
             Err(Skip { reason: SkipReason::OverQuota(retry_after), recovers_at })
         }
     }

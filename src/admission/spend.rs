@@ -96,7 +96,7 @@ impl SpendWindow {
 
     fn slice_start(&self, index: u64) -> Instant {
         let offset = self.slice.saturating_mul(u32::try_from(index.saturating_sub(FIRST)).unwrap_or(u32::MAX));
-        crate::core::later(self.origin, offset)
+        crate::clock::later(self.origin, offset)
     }
 }
 

@@ -26,6 +26,8 @@ pub use failure::{AttemptRecord, Failure, ProxyError};
 pub use relay::CommittedStream;
 
 use crate::admission::Admission;
+use crate::clock::far_future;
+pub use crate::clock::later;
 use crate::config::{Config, DEFAULT_REQUEST_BOUND, Hedge, MidstreamPolicy, Route, Target};
 pub use crate::event::Winner;
 use crate::event::{ChatRequest, Event};
@@ -378,14 +380,4 @@ fn request_timeout_record(route: &Route) -> AttemptRecord {
         failure: Failure::RequestTimeout(timeout),
         elapsed: timeout,
     }
-}
-
-fn far_future() -> Instant {
-    later(Instant::now(), Duration::from_secs(86_400 * 365))
-}
-
-/// `at + wait`, or a time far enough to mean never when that cannot be
-/// represented: waits come from config values and providers' headers.
-pub fn later(at: Instant, wait: Duration) -> Instant {
-    at.checked_add(wait).or_else(|| at.checked_add(Duration::from_secs(86_400 * 365 * 30))).unwrap_or(at)
 }

@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::clock::later;
+
 /// When a breaker opens and for how long.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct BreakerSettings {
@@ -226,7 +228,7 @@ impl Breaker {
             Phase::Open { .. } => false,
         };
         if should_open {
-            let until = Instant::now() + settings.cooldown;
+            let until = later(Instant::now(), settings.cooldown);
             state.phase = Phase::Open { until };
             state.cluster.probe_granted = false;
             state.cluster.news = Some(Transition::Opened { until });
@@ -300,7 +302,7 @@ impl Breaker {
     /// is open here too (unless this replica's own probe is out).
     pub fn open_remotely(&self, left: Duration) {
         let mut state = self.lock();
-        let until = Instant::now() + left;
+        let until = later(Instant::now(), left);
         match state.phase {
             Phase::HalfOpen { probing: true } => return,
             Phase::Open { until: current } if current >= until => return,

@@ -21,6 +21,7 @@ use std::time::Duration;
 use tokio::time::{Instant, MissedTickBehavior};
 
 use super::{BreakerAction, Probe, ProviderReport, Store};
+use crate::clock::later;
 use crate::resilience::breaker::Transition;
 use crate::resilience::{BreakerState, Health, ProviderHealth};
 
@@ -99,14 +100,14 @@ async fn sync(store: &Store, providers: &[(String, Arc<ProviderHealth>)]) {
                 provider.breaker.keep_news(news);
             }
             if let Some(left) = report.cooldown {
-                provider.rate_limit_until(now + left);
+                provider.rate_limit_until(later(now, left));
             }
         }
         return;
     };
     for ((_, provider), view) in providers.iter().zip(views) {
         if let Some(left) = view.cooling_for {
-            provider.rate_limit_remotely(Instant::now() + left);
+            provider.rate_limit_remotely(later(Instant::now(), left));
         }
         let breaker = &provider.breaker;
         if let Some(left) = view.open_for {

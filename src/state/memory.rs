@@ -13,6 +13,7 @@ use super::{
 };
 use crate::admission::gcra::Gcra;
 use crate::admission::spend::Spend;
+use crate::clock::later;
 use crate::config::BudgetWindow;
 
 /// State shared by every handle, as a Redis holds it.
@@ -78,23 +79,23 @@ impl Inner {
         self.probes.retain(|_, (_, until)| *until > now);
         self.cooling_until.retain(|_, until| *until > now);
         if let Some(left) = report.cooldown {
-            let until = now + left;
+            let until = later(now, left);
             let current = self.cooling_until.entry(provider.clone()).or_insert(until);
             *current = (*current).max(until);
         }
         match report.action {
             BreakerAction::Opened(left) => {
-                let until = now + left;
+                let until = later(now, left);
                 let current = self.open_until.entry(provider.clone()).or_insert(until);
                 *current = (*current).max(until);
                 self.probes.remove(provider);
             }
             BreakerAction::Closed(keep) => {
                 self.open_until.remove(provider);
-                self.probes.insert(provider.clone(), (CLOSED, now + keep));
+                self.probes.insert(provider.clone(), (CLOSED, later(now, keep)));
             }
             BreakerAction::ClaimProbe(hold) if !self.open_until.contains_key(provider) => {
-                self.probes.entry(provider.clone()).or_insert((id, now + hold));
+                self.probes.entry(provider.clone()).or_insert((id, later(now, hold)));
             }
             BreakerAction::ClaimProbe(_) | BreakerAction::Read => {}
         }
@@ -180,7 +181,7 @@ impl SharedState for MemoryState {
             if inner.leases.contains_key(name) {
                 return Ok(false);
             }
-            inner.leases.insert(name.to_owned(), (self.id, crate::core::later(now, ttl)));
+            inner.leases.insert(name.to_owned(), (self.id, later(now, ttl)));
             Ok(true)
         })
     }

@@ -16,6 +16,7 @@ use tokio::time::Instant;
 use super::db::{Db, DbError};
 use super::insert::{MAX_ROWS, insert};
 use super::{Inner, RequestRow, Spent, ledger, now_ms, retention};
+use crate::clock::later;
 use crate::config::StoreBackend;
 
 /// The longest a row waits in a batch that is not full.
@@ -104,7 +105,7 @@ impl Writer {
                     }
                     // Many at once: the queue is busy, and waiting would only fill it.
                     let wait = if received >= BUSY { Duration::ZERO } else { FLUSH_EVERY };
-                    flush_at = Instant::now() + wait;
+                    flush_at = later(Instant::now(), wait);
                 }
                 () = tokio::time::sleep_until(flush_at), if !batch.is_empty() && self.db.is_some() => {
                     while batch.len() < MAX_QUEUED_TAKEN && let Ok(row) = rows.try_recv() {
@@ -226,7 +227,7 @@ impl Writer {
     /// Marks the store down, once: one log line, the gauge at 0, readers
     /// turned away; the next reconnect is due after the backoff.
     fn went_down(&mut self, err: &DbError) {
-        self.retry_at = Instant::now() + self.backoff();
+        self.retry_at = later(Instant::now(), self.backoff());
         if let Some(db) = self.db.take() {
             tokio::spawn(async move { db.close().await });
         }
