@@ -9,6 +9,7 @@ pub mod core;
 pub mod dialect;
 pub mod event;
 pub mod http;
+pub mod limits;
 pub mod mock;
 pub mod observe;
 pub mod ops;

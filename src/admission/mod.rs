@@ -9,24 +9,26 @@
 //! [`RequestGate`].
 
 mod breaker;
+mod chain;
 mod context;
 mod cooldown;
 mod gate;
-pub mod gcra;
 mod quota;
+mod refusal;
 mod shared;
-pub mod spend;
 
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 pub use breaker::BreakerPolicy;
+pub use chain::{Admission, Tickets};
 pub use context::ContextWindowPolicy;
 pub use cooldown::CooldownPolicy;
-pub use gate::{Admitted, GateTicket, KeyUse, Refusal, RequestGate, SpendView};
+pub use gate::{Admitted, GateTicket, KeyUse, RequestGate, SpendView};
 pub use quota::{QuotaPolicy, QuotaUse};
-pub use shared::{cluster_quota_used, take_provider_quota};
+pub use refusal::Refusal;
+pub use shared::cluster_quota_used;
 
 use crate::config::Provider;
 use crate::event::{ChatRequest, Usage};
@@ -116,86 +118,4 @@ pub trait Policy: Send + Sync {
     /// Admits `candidate`, with a ticket to settle when the policy needs
     /// to hear how the attempt ended, or skips it.
     fn admit(&self, candidate: &Candidate<'_>) -> Result<Option<Box<dyn Ticket>>, Skip>;
-}
-
-/// The policies, in order: the first skip wins.
-pub struct Admission {
-    policies: Vec<Box<dyn Policy>>,
-    /// The providers' quota policy, also read for the metrics.
-    quota: QuotaPolicy,
-}
-
-impl Default for Admission {
-    /// The target's context window (first: a request it cannot hold takes
-    /// nothing from the others), the cooldown a provider asked for, its
-    /// quota, then its breaker (last, so a probe is never taken for a
-    /// request another policy turns away).
-    fn default() -> Self {
-        let quota = QuotaPolicy::default();
-        Admission {
-            policies: vec![
-                Box::new(ContextWindowPolicy),
-                Box::new(CooldownPolicy),
-                Box::new(quota.clone()),
-                Box::new(BreakerPolicy),
-            ],
-            quota,
-        }
-    }
-}
-
-impl Admission {
-    /// The default policies followed by `more` (limits, quotas, budgets).
-    pub fn with(more: Vec<Box<dyn Policy>>) -> Self {
-        let mut admission = Admission::default();
-        admission.policies.extend(more);
-        admission
-    }
-
-    /// How much of each of `providers`' quota this replica has in use now.
-    pub fn quota_used(&self, providers: &[std::sync::Arc<Provider>]) -> Vec<QuotaUse> {
-        self.quota.used(providers)
-    }
-
-    /// Runs `candidate` through every policy; the tickets of those that
-    /// admitted it before one skipped are abandoned.
-    pub fn admit(&self, candidate: &Candidate<'_>) -> Result<Tickets, Skip> {
-        let mut tickets = Tickets::default();
-        for policy in &self.policies {
-            if let Some(ticket) = policy.admit(candidate)? {
-                tickets.held.push(ticket);
-            }
-        }
-        Ok(tickets)
-    }
-}
-
-/// Every ticket of one attempt, settled together exactly once; dropped
-/// unsettled, they settle as [`Settlement::Abandoned`].
-#[derive(Default)]
-pub struct Tickets {
-    held: Vec<Box<dyn Ticket>>,
-}
-
-impl Tickets {
-    /// Adds the ticket of a check made outside the chain (the shared quota).
-    pub fn hold(&mut self, ticket: Option<Box<dyn Ticket>>) {
-        self.held.extend(ticket);
-    }
-
-    /// The attempt committed.
-    pub fn committed(&mut self) {
-        self.held.iter_mut().for_each(|ticket| ticket.committed());
-    }
-
-    /// The attempt ended so.
-    pub fn settle(mut self, how: Settlement) {
-        self.held.drain(..).for_each(|ticket| ticket.settle(how));
-    }
-}
-
-impl Drop for Tickets {
-    fn drop(&mut self) {
-        self.held.drain(..).for_each(|ticket| ticket.settle(Settlement::Abandoned));
-    }
 }

@@ -8,10 +8,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::time::Instant;
 
-use super::gcra::Gcra;
 use super::{Candidate, Policy, Settlement, Skip, SkipReason, Ticket};
 use crate::clock::later;
 use crate::config::Provider;
+use crate::limits::Gcra;
 
 /// One provider's limiters, with the limits they were made for.
 struct Quota {

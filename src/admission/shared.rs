@@ -10,58 +10,11 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
-use super::gate::{Admitted, Refusal, RequestGate};
-use super::{Candidate, QuotaUse, Settlement, Skip, SkipReason, Ticket};
+use super::{Candidate, QuotaUse, Refusal, Settlement, Skip, SkipReason, Ticket};
 use crate::access::ClientKey;
 use crate::clock::later;
-use crate::config::{Config, Route};
-use crate::event::ChatRequest;
 use crate::observe::Ended;
 use crate::state::{Adjust, Limit, Store, Taken};
-
-impl RequestGate {
-    /// [`RequestGate::admit`], then, with a shared store that answers in
-    /// time, the key's limits across every replica. A request never waits
-    /// longer than the store's timeout for it, and never fails because of it.
-    pub async fn admit_shared(
-        &self,
-        config: &Config,
-        key: Option<&ClientKey>,
-        route: &Arc<Route>,
-        request: &ChatRequest,
-    ) -> Result<Admitted, Refusal> {
-        let mut admitted = self.admit(config, key, route, request)?;
-        let (Some(store), Some(key)) = (&self.store, key) else { return Ok(admitted) };
-        let reserved = admitted.ticket.reserved;
-        let limits = per_minute(&format!("key:{}", key.name), key.rpm, key.tpm, reserved);
-        if limits.is_empty() {
-            return Ok(admitted);
-        }
-        match store.call(|state| state.take(&limits)).await {
-            // The store did not answer: the local limiters decided.
-            None => Ok(admitted),
-            Some(Taken::Admitted) => {
-                admitted.ticket.shared = SharedTokens::among(store, limits);
-                Ok(admitted)
-            }
-            Some(Taken::Refused { index, retry_after }) => {
-                self.release(key, reserved);
-                let limit = limits.get(index).map_or(0, |limit| limit.per_minute);
-                let unit = if limits.get(index).is_some_and(|limit| limit.name.ends_with(":tpm")) {
-                    "tokens"
-                } else {
-                    "requests"
-                };
-                Err(Refusal::RateLimited {
-                    key: key.name.clone(),
-                    unit,
-                    per_minute: limit,
-                    retry_after: Some(retry_after),
-                })
-            }
-        }
-    }
-}
 
 /// A key's token reservation in the shared store, settled to the usage as
 /// the local one is, with the store's next sync: off the request's path.
@@ -70,42 +23,38 @@ pub(super) struct SharedTokens {
     tokens: Limit,
 }
 
-/// The shared limits of `holder` (`key:web`, `provider:openai`): its `rpm`
-/// takes one request, its `tpm` the `reserved` tokens.
-fn per_minute(holder: &str, rpm: Option<u64>, tpm: Option<u64>, reserved: u64) -> Vec<Limit> {
-    [(rpm, "rpm", 1), (tpm, "tpm", reserved)]
-        .into_iter()
-        .filter_map(|(limit, unit, amount)| {
-            limit.map(|per_minute| Limit { name: format!("{holder}:{unit}"), per_minute, amount })
-        })
-        .collect()
+/// One attempt's tokens reserved from a provider's shared `tpm`.
+struct ProviderTokens {
+    tokens: SharedTokens,
+    reserved: u64,
 }
 
-impl SharedTokens {
-    /// The token reservation among `limits` just taken, kept to be settled.
-    fn among(store: &Arc<Store>, limits: Vec<Limit>) -> Option<SharedTokens> {
-        let tokens = limits.into_iter().find(|limit| limit.name.ends_with(":tpm"))?;
-        Some(SharedTokens { store: Arc::clone(store), tokens })
+/// Takes one request and the `reserved` tokens from `key`'s limits across
+/// every replica, after its local limiters admitted them: the shared token
+/// reservation to settle, if one was made; none when the key has no limits
+/// or the store did not answer in time (the local limiters decided).
+pub(super) async fn take_key_limits(
+    store: &Arc<Store>,
+    key: &ClientKey,
+    reserved: u64,
+) -> Result<Option<SharedTokens>, Refusal> {
+    let limits = per_minute(&format!("key:{}", key.name), key.rpm, key.tpm, reserved);
+    if limits.is_empty() {
+        return Ok(None);
     }
-
-    /// Replaces the `reserved` tokens by what the request used (see
-    /// [`GateTicket`](super::GateTicket)'s settlement for the rule).
-    pub(super) fn settle(&self, reserved: u64, ended: &Ended<'_>) {
-        let settled = match ended.usage.reported_tokens() {
-            Some(used) => Some(used),
-            None if !ended.committed => Some(0),
-            None => None,
-        };
-        if let Some(used) = settled {
-            self.settle_to(reserved, used);
+    match store.call(|state| state.take(&limits)).await {
+        None => Ok(None),
+        Some(Taken::Admitted) => Ok(SharedTokens::among(store, limits)),
+        Some(Taken::Refused { index, retry_after }) => {
+            let limit = limits.get(index).map_or(0, |limit| limit.per_minute);
+            let tokens = limits.get(index).is_some_and(|limit| limit.name.ends_with(":tpm"));
+            Err(Refusal::RateLimited {
+                key: key.name.clone(),
+                unit: if tokens { "tokens" } else { "requests" },
+                per_minute: limit,
+                retry_after: Some(retry_after),
+            })
         }
-    }
-
-    /// Gives back what `used` left of the `reserved` tokens, or charges what it went past them.
-    fn settle_to(&self, reserved: u64, used: u64) {
-        let (how, amount) =
-            if used < reserved { (Adjust::GiveBack, reserved - used) } else { (Adjust::Charge, used - reserved) };
-        self.store.settle_later(&Limit { amount, ..self.tokens.clone() }, how);
     }
 }
 
@@ -113,7 +62,7 @@ impl SharedTokens {
 /// and `tpm` across every replica, after its local quota admitted it: over
 /// them, the target is skipped (`over_quota`) as the local quota would. A
 /// store that does not answer in time leaves the local quota to decide.
-pub async fn take_provider_quota(
+pub(super) async fn take_provider_quota(
     store: &Arc<Store>,
     candidate: &Candidate<'_>,
 ) -> Result<Option<Box<dyn Ticket>>, Skip> {
@@ -156,10 +105,44 @@ pub async fn cluster_quota_used(store: &Store, mut used: Vec<QuotaUse>) -> Vec<Q
     used
 }
 
-/// One attempt's tokens reserved from a provider's shared `tpm`.
-struct ProviderTokens {
-    tokens: SharedTokens,
-    reserved: u64,
+/// The shared limits of `holder` (`key:web`, `provider:openai`): its `rpm`
+/// takes one request, its `tpm` the `reserved` tokens.
+fn per_minute(holder: &str, rpm: Option<u64>, tpm: Option<u64>, reserved: u64) -> Vec<Limit> {
+    [(rpm, "rpm", 1), (tpm, "tpm", reserved)]
+        .into_iter()
+        .filter_map(|(limit, unit, amount)| {
+            limit.map(|per_minute| Limit { name: format!("{holder}:{unit}"), per_minute, amount })
+        })
+        .collect()
+}
+
+impl SharedTokens {
+    /// The token reservation among `limits` just taken, kept to be settled.
+    fn among(store: &Arc<Store>, limits: Vec<Limit>) -> Option<SharedTokens> {
+        let tokens = limits.into_iter().find(|limit| limit.name.ends_with(":tpm"))?;
+        Some(SharedTokens { store: Arc::clone(store), tokens })
+    }
+
+    /// Replaces the `reserved` tokens by what the request used, by the
+    /// rule the local reservation follows: the usage reported, else all
+    /// of it kept when the answer committed and all given back when not.
+    pub(super) fn settle(&self, reserved: u64, ended: &Ended<'_>) {
+        let settled = match ended.usage.reported_tokens() {
+            Some(used) => Some(used),
+            None if !ended.committed => Some(0),
+            None => None,
+        };
+        if let Some(used) = settled {
+            self.settle_to(reserved, used);
+        }
+    }
+
+    /// Gives back what `used` left of the `reserved` tokens, or charges what it went past them.
+    fn settle_to(&self, reserved: u64, used: u64) {
+        let (how, amount) =
+            if used < reserved { (Adjust::GiveBack, reserved - used) } else { (Adjust::Charge, used - reserved) };
+        self.store.settle_later(&Limit { amount, ..self.tokens.clone() }, how);
+    }
 }
 
 impl Ticket for ProviderTokens {

@@ -23,13 +23,14 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-pub use money::{Budget, BudgetAction, BudgetScope, BudgetWindow, Budgets, Price, RequestCap, add_usd};
+pub use money::{Budget, BudgetAction, BudgetScope, Budgets, Price, RequestCap};
 pub use ops::{AlertEvent, DEFAULT_DRILL_MAX_TOKENS, DEFAULT_DRILL_PROMPT, Drill, DrillExpect, Webhook};
 pub use secret::Secret;
 pub use state::{DEFAULT_KEY_PREFIX, DEFAULT_REDIS_URL, DEFAULT_STATE_TIMEOUT, StateBackend, StateConfig};
 pub use store::{DEFAULT_RETENTION_DAYS, DEFAULT_STORE_FILE, StoreBackend, StoreConfig};
 pub use telemetry::{DEFAULT_SERVICE_NAME, Telemetry};
 
+pub use crate::limits::{BudgetWindow, add_usd};
 pub use crate::resilience::BreakerSettings;
 
 use crate::providers::ProviderKind;

@@ -4,14 +4,13 @@
 //! finite and never negative: prices are checked here, and every sum
 //! saturates instead of reaching infinity.
 
-use std::time::Duration;
-
 use toml::Spanned;
 
 use super::raw::{RawBudget, RawConfig, RawKeyBudget, RawPrice};
 use super::validate::Checker;
 use super::{ConfigError, Route};
 use crate::event::Usage;
+use crate::limits::{BudgetWindow, add_usd};
 
 /// The highest price accepted, USD per million tokens: a cost of
 /// `u64::MAX` tokens at it is still finite.
@@ -47,13 +46,6 @@ impl Price {
     }
 }
 
-/// `a + b` for amounts of money, saturating at `f64::MAX` rather than
-/// reaching infinity, so no total ever becomes unusable.
-pub fn add_usd(a: f64, b: f64) -> f64 {
-    let sum = a + b;
-    if sum.is_finite() { sum.max(0.0) } else { f64::MAX }
-}
-
 /// Whose spend a budget counts.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum BudgetScope {
@@ -83,49 +75,6 @@ impl std::fmt::Display for BudgetScope {
             BudgetScope::Key(name) => write!(f, "key:{name}"),
             BudgetScope::Route(name) => write!(f, "route:{name}"),
         }
-    }
-}
-
-/// The span of time a budget's spend is summed over, sliding with the clock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum BudgetWindow {
-    /// The last minute.
-    Minute,
-    /// The last hour.
-    Hour,
-    /// The last 24 hours.
-    Day,
-}
-
-impl BudgetWindow {
-    /// Every window, shortest first: each scope's spend is kept over all three.
-    pub const ALL: [BudgetWindow; 3] = [BudgetWindow::Minute, BudgetWindow::Hour, BudgetWindow::Day];
-
-    /// How long the window is.
-    pub fn duration(self) -> Duration {
-        match self {
-            BudgetWindow::Minute => Duration::from_secs(60),
-            BudgetWindow::Hour => Duration::from_secs(3600),
-            BudgetWindow::Day => Duration::from_secs(86_400),
-        }
-    }
-
-    /// Its name in the config, in errors and on the status page.
-    pub fn label(self) -> &'static str {
-        match self {
-            BudgetWindow::Minute => "1m",
-            BudgetWindow::Hour => "1h",
-            BudgetWindow::Day => "1d",
-        }
-    }
-
-    /// Its position in [`BudgetWindow::ALL`].
-    pub fn index(self) -> usize {
-        self as usize
-    }
-
-    fn from_label(label: &str) -> Option<Self> {
-        BudgetWindow::ALL.into_iter().find(|window| window.label() == label)
     }
 }
 

@@ -11,7 +11,7 @@ use super::commit::{CommitClock, Next, ReasoningRule};
 use super::drill::{DrillFault, Drilled};
 use super::splice;
 use super::{AttemptRecord, Engine, Failure, Plan};
-use crate::admission::{Candidate, Settlement, Skip, Tickets, take_provider_quota};
+use crate::admission::{Candidate, Settlement, Skip, Tickets};
 use crate::config::{Route, Target};
 use crate::event::{ChatRequest, Event};
 use crate::observe::traces::{AttemptOutcome, AttemptSpan, AttemptStart, AttemptTrace, TraceHandle};
@@ -240,16 +240,7 @@ impl Engine {
             let due_back = skip.reason.yields_to_last_resort().then_some(skip.recovers_at);
             (Failure::skipped(skip.reason), due_back)
         };
-        let mut tickets = self.admission.admit(&candidate).map_err(skipped)?;
-        if let Some(store) = &self.store {
-            match take_provider_quota(store, &candidate).await {
-                Ok(ticket) => tickets.hold(ticket),
-                Err(skip) => {
-                    tickets.settle(Settlement::NotSent);
-                    return Err(skipped(skip));
-                }
-            }
-        }
+        let mut tickets = self.admission.admit(&candidate, self.store.as_ref()).await.map_err(skipped)?;
         let provider = &target.provider;
         let start = AttemptStart { provider: &provider.name, kind: provider.kind.name(), model: &target.model, retry };
         let mut sending = Unfinished { span: trace.sending(&start), health };

@@ -11,10 +11,8 @@ use tokio::time::Instant;
 use super::{
     Adjust, BreakerAction, Limit, Probe, ProviderReport, ProviderView, SharedState, StateFuture, Taken, Unavailable,
 };
-use crate::admission::gcra::Gcra;
-use crate::admission::spend::Spend;
 use crate::clock::later;
-use crate::config::BudgetWindow;
+use crate::limits::{BudgetWindow, Gcra, Spend};
 
 /// State shared by every handle, as a Redis holds it.
 #[derive(Default)]

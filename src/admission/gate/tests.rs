@@ -1,8 +1,11 @@
 //! The gate on paused time: key limits, each budget action and window,
 //! and the per-request cost cap.
 
+use std::time::Duration;
+
 use super::*;
 use crate::event::{Message, Role, Usage};
+use crate::observe::{Ended, Settle};
 
 const PROVIDERS: &str = "[[providers]]\nname = \"big\"\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\n\n\
      [[providers]]\nname = \"small\"\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:2/v1\"\n\n\

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::config::{BudgetWindow, add_usd};
+use super::BudgetWindow;
 
 /// Slices a window is cut into.
 const SLICES: u32 = 60;
@@ -98,6 +98,13 @@ impl SpendWindow {
         let offset = self.slice.saturating_mul(u32::try_from(index.saturating_sub(FIRST)).unwrap_or(u32::MAX));
         crate::clock::later(self.origin, offset)
     }
+}
+
+/// `a + b` for amounts of money, saturating at `f64::MAX` rather than
+/// reaching infinity, so no total ever becomes unusable.
+pub fn add_usd(a: f64, b: f64) -> f64 {
+    let sum = a + b;
+    if sum.is_finite() { sum.max(0.0) } else { f64::MAX }
 }
 
 fn slot(index: u64) -> usize {
