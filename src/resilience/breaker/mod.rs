@@ -2,6 +2,8 @@
 //! skipped for a cooldown, so a dead provider stops costing every request a
 //! deadline; then exactly one probe request decides whether it is back.
 
+mod permit;
+
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -9,6 +11,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::clock::later;
+pub use permit::Permit;
 
 /// When a breaker opens and for how long.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -99,19 +102,6 @@ pub enum Transition {
 pub struct Breaker {
     provider: String,
     state: Mutex<State>,
-}
-
-/// Leave to send one request to the provider. A probe that is dropped
-/// without an outcome (the client left, a hedge lost) frees the half-open
-/// slot for the next request instead of deciding anything.
-#[derive(Debug)]
-pub struct Permit {
-    breaker: Arc<Breaker>,
-    probe: bool,
-    /// Given past an open breaker because no candidate was left: it settles
-    /// like a probe but holds no probe slot.
-    forced: bool,
-    settled: bool,
 }
 
 impl Breaker {
@@ -248,11 +238,10 @@ impl Breaker {
             state.recent.pop_front();
         }
     }
-}
 
-/// What the shared-state sync sees and does: this replica's news goes to
-/// the cluster, and the cluster's openings, probe and closings come back.
-impl Breaker {
+    // What the shared-state sync sees and does: this replica's news goes to
+    // the cluster, and the cluster's openings, probe and closings come back.
+
     /// Shares the breaker with the cluster, or (with the store unreachable)
     /// lets it decide alone again, probes included.
     pub fn share(&self, shared: bool) {
@@ -328,170 +317,5 @@ impl Breaker {
     }
 }
 
-impl Permit {
-    /// The provider answered: a probe's success closes the breaker.
-    pub fn success(mut self) {
-        self.settled = true;
-        self.breaker.succeed(&mut self.breaker.lock(), self.probe || self.forced);
-    }
-
-    /// The provider failed: counts toward opening; a probe's failure re-opens.
-    pub fn failure(mut self) {
-        self.settled = true;
-        self.breaker.fail(&mut self.breaker.lock(), self.probe || self.forced);
-    }
-
-    /// The attempt committed. A probe has shown the provider is back and
-    /// closes the breaker now; any other permit is returned, to be settled
-    /// when the answer ends (a long generation is not a failure, and a client
-    /// that leaves settles nothing).
-    pub fn commit(self) -> Option<Permit> {
-        if self.probe || self.forced {
-            self.success();
-            None
-        } else {
-            Some(self)
-        }
-    }
-
-    /// Whether this is the half-open probe.
-    pub fn is_probe(&self) -> bool {
-        self.probe
-    }
-}
-
-impl Drop for Permit {
-    fn drop(&mut self) {
-        if self.probe && !self.settled {
-            let mut state = self.breaker.lock();
-            if matches!(state.phase, Phase::HalfOpen { probing: true }) {
-                state.phase = Phase::HalfOpen { probing: false };
-            }
-        }
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn breaker() -> Arc<Breaker> {
-        Breaker::new("p", BreakerSettings { cooldown: Duration::from_secs(10), ..BreakerSettings::default() })
-    }
-
-    fn fail_once(breaker: &Arc<Breaker>) {
-        breaker.try_acquire().map(Permit::failure).unwrap_or_else(|| panic!("expected a permit"));
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn opens_after_consecutive_failures_and_probes_after_cooldown() {
-        let breaker = breaker();
-        fail_once(&breaker);
-        fail_once(&breaker);
-        assert_eq!(breaker.state(), BreakerState::Closed, "two failures are not yet three");
-        fail_once(&breaker);
-        assert_eq!(breaker.state(), BreakerState::Open);
-        assert!(breaker.try_acquire().is_none(), "an open breaker skips the provider");
-
-        tokio::time::advance(Duration::from_secs(10)).await;
-        assert_eq!(breaker.state(), BreakerState::HalfOpen);
-        let probe = breaker.try_acquire().expect("one probe");
-        assert!(probe.is_probe());
-        assert!(breaker.try_acquire().is_none(), "exactly one probe while half-open");
-        probe.success();
-        assert_eq!(breaker.state(), BreakerState::Closed);
-        assert!(breaker.try_acquire().is_some_and(|p| !p.is_probe()));
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_failed_probe_reopens_for_another_cooldown() {
-        let breaker = breaker();
-        (0..3).for_each(|_| fail_once(&breaker));
-        tokio::time::advance(Duration::from_secs(10)).await;
-        breaker.try_acquire().expect("probe").failure();
-        assert_eq!(breaker.state(), BreakerState::Open);
-        tokio::time::advance(Duration::from_secs(9)).await;
-        assert!(breaker.try_acquire().is_none(), "still cooling down");
-        tokio::time::advance(Duration::from_secs(1)).await;
-        assert!(breaker.try_acquire().is_some_and(|p| p.is_probe()));
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_dropped_probe_frees_the_slot_without_deciding() {
-        let breaker = breaker();
-        (0..3).for_each(|_| fail_once(&breaker));
-        tokio::time::advance(Duration::from_secs(10)).await;
-        drop(breaker.try_acquire().expect("probe"));
-        assert_eq!(breaker.state(), BreakerState::HalfOpen);
-        assert!(breaker.try_acquire().is_some_and(|p| p.is_probe()), "the next request probes");
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_success_resets_the_consecutive_count() {
-        let breaker = breaker();
-        for _ in 0..5 {
-            fail_once(&breaker);
-            fail_once(&breaker);
-            breaker.try_acquire().expect("closed").success();
-        }
-        assert_eq!(breaker.state(), BreakerState::Closed, "never three in a row, and 10 of 15 is under the window");
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_high_failure_rate_over_the_window_opens() {
-        let breaker = breaker();
-        for _ in 0..10 {
-            breaker.try_acquire().expect("closed").success();
-            fail_once(&breaker);
-        }
-        assert_eq!(breaker.state(), BreakerState::Open, "10 failures in the last 20 attempts is 50 %");
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_forced_permit_decides_like_a_probe_without_taking_its_slot() {
-        let breaker = breaker();
-        (0..3).for_each(|_| fail_once(&breaker));
-        assert_eq!(breaker.recovers_at(), Instant::now() + Duration::from_secs(10));
-        breaker.force_acquire().failure();
-        assert_eq!(breaker.state(), BreakerState::Open, "a forced failure while open keeps it open");
-        assert_eq!(breaker.recovers_at(), Instant::now() + Duration::from_secs(10), "and the cooldown as it was");
-        tokio::time::advance(Duration::from_secs(10)).await;
-        let probe = breaker.try_acquire().expect("the probe");
-        drop(breaker.force_acquire());
-        assert!(breaker.try_acquire().is_none(), "a dropped forced permit leaves the probe's slot taken");
-        drop(probe);
-        breaker.force_acquire().failure();
-        assert_eq!(breaker.state(), BreakerState::Open, "a forced failure while half-open re-opens");
-        assert!(breaker.force_acquire().commit().is_none(), "a forced attempt settles at commit");
-        assert_eq!(breaker.state(), BreakerState::Closed, "and its success closes the breaker");
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn failures_recorded_after_commit_count_too() {
-        let breaker = breaker();
-        (0..3).for_each(|_| breaker.record_failure());
-        assert_eq!(breaker.state(), BreakerState::Open);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn it_counts_the_openings_and_closings_it_decided_itself() {
-        let breaker = breaker();
-        breaker.force_acquire().success();
-        assert_eq!(breaker.decided(), Decided::default(), "a success while closed closes nothing");
-        (0..3).for_each(|_| fail_once(&breaker));
-        assert_eq!(breaker.decided(), Decided { opened: 1, closed: 0 });
-        tokio::time::advance(Duration::from_secs(10)).await;
-        breaker.try_acquire().expect("probe").failure();
-        assert_eq!(breaker.decided(), Decided { opened: 2, closed: 0 }, "a failed probe re-opens");
-        tokio::time::advance(Duration::from_secs(10)).await;
-        breaker.try_acquire().expect("probe").success();
-        assert_eq!(breaker.decided(), Decided { opened: 2, closed: 1 });
-        breaker.open_remotely(Duration::from_secs(5));
-        breaker.close_remotely();
-        assert_eq!(
-            breaker.decided(),
-            Decided { opened: 2, closed: 1 },
-            "another replica's decisions are its own to tell"
-        );
-    }
-}
+mod tests;

@@ -1,0 +1,126 @@
+//! Which client wire format a request came in, and what that decides: the
+//! dialect's own name for each setting, whether the client sees reasoning,
+//! and the body as sent for a target of the same API.
+
+use bytes::Bytes;
+
+/// The client wire format a request came in: what its untranslated fields
+/// and parts mean, and which upstream API can take its body as sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ClientDialect {
+    /// OpenAI Chat Completions.
+    #[default]
+    ChatCompletions,
+    /// Anthropic Messages.
+    Messages,
+    /// OpenAI Responses.
+    Responses,
+}
+
+/// A setting every dialect has, under the dialect's own name for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Setting {
+    /// The output limit.
+    MaxTokens,
+    /// Sampling temperature.
+    Temperature,
+    /// Nucleus sampling.
+    TopP,
+    /// Top-k sampling.
+    TopK,
+    /// Stop sequences.
+    Stop,
+    /// The end user, for the provider's abuse monitoring.
+    User,
+    /// Which tool must be called.
+    ToolChoice,
+    /// Whether tool calls may come several at once.
+    ParallelToolCalls,
+    /// The form of the answer.
+    ResponseFormat,
+    /// How hard a reasoning model thinks.
+    ReasoningEffort,
+    /// How many tokens a reasoning model may think for.
+    ThinkingBudget,
+}
+
+impl Setting {
+    /// Every setting, for mapping a client's word back to it.
+    pub const ALL: [Setting; 11] = [
+        Setting::MaxTokens,
+        Setting::Temperature,
+        Setting::TopP,
+        Setting::TopK,
+        Setting::Stop,
+        Setting::User,
+        Setting::ToolChoice,
+        Setting::ParallelToolCalls,
+        Setting::ResponseFormat,
+        Setting::ReasoningEffort,
+        Setting::ThinkingBudget,
+    ];
+}
+
+impl ClientDialect {
+    /// The dialect's name for `setting`, as its clients write it.
+    pub fn word(self, setting: Setting) -> &'static str {
+        match (self, setting) {
+            (ClientDialect::Messages, Setting::Stop) => "stop_sequences",
+            (ClientDialect::Messages, Setting::User) => "metadata.user_id",
+            (ClientDialect::Messages, Setting::ParallelToolCalls) => "tool_choice.disable_parallel_tool_use",
+            (ClientDialect::Messages, Setting::ResponseFormat) => "output_config.format",
+            (ClientDialect::Messages, Setting::ReasoningEffort) => "output_config.effort",
+            (ClientDialect::Responses, Setting::MaxTokens) => "max_output_tokens",
+            (ClientDialect::Responses, Setting::ResponseFormat) => "text.format",
+            (ClientDialect::Responses, Setting::ReasoningEffort) => "reasoning.effort",
+            (_, Setting::ThinkingBudget) => "thinking",
+            (_, Setting::MaxTokens) => "max_tokens",
+            (_, Setting::Temperature) => "temperature",
+            (_, Setting::TopP) => "top_p",
+            (_, Setting::TopK) => "top_k",
+            (_, Setting::Stop) => "stop",
+            (_, Setting::User) => "user",
+            (_, Setting::ToolChoice) => "tool_choice",
+            (_, Setting::ParallelToolCalls) => "parallel_tool_calls",
+            (_, Setting::ResponseFormat) => "response_format",
+            (_, Setting::ReasoningEffort) => "reasoning_effort",
+        }
+    }
+}
+
+/// Whether a client asked to see the model's reasoning, and from whom.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReasoningShown {
+    /// Not asked for.
+    #[default]
+    No,
+    /// From any provider (a Responses reasoning summary is text).
+    FromAny,
+    /// Only from a target of the client's own API: Anthropic wants its
+    /// thinking back with its own signature, which no other provider writes.
+    FromOwnApi,
+}
+
+/// The client's body as it came, for a target whose API is the client's
+/// dialect: it goes upstream as sent, with only `model` and `stream` set, so
+/// nothing is lost between two speakers of one API.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Native {
+    /// The request body, as the client sent it.
+    pub body: Bytes,
+    /// The headers that belong to the API (`anthropic-version`,
+    /// `anthropic-beta`), as the client sent them.
+    pub headers: Vec<(http::HeaderName, http::HeaderValue)>,
+}
+
+impl Native {
+    /// `body` as sent, with those of the client's `headers` that `api` names.
+    pub fn new(body: Bytes, headers: &http::HeaderMap, api: &[&str]) -> Box<Self> {
+        let headers = headers
+            .iter()
+            .filter(|(name, _)| api.contains(&name.as_str()))
+            .map(|(name, value)| (name.clone(), value.clone()))
+            .collect();
+        Box::new(Native { body, headers })
+    }
+}
