@@ -1,6 +1,5 @@
 //! `[[alerts]]` and `[[drills]]`: the webhooks baton tells when something
-//! needs a person, and the fallback paths it exercises on a schedule
-//! (DESIGN §10). Names are checked here, so a misspelt event or fault class
+//! needs a person, and the fallback paths it exercises on a schedule. Names are checked here, so a misspelt event or fault class
 //! is an error at load, not an alert that never comes.
 
 use std::sync::Arc;
@@ -9,8 +8,10 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::validate::Checker;
-use super::{ConfigError, Route, Secret};
+use super::check::Checker;
+use super::error::ConfigError;
+use super::route::Route;
+use super::secret::Secret;
 use crate::core::Drills;
 
 /// What a drill asks when the config does not say: little, so running it often costs little.
@@ -167,122 +168,120 @@ impl Drill {
     }
 }
 
-impl Checker<'_> {
-    /// Validates every `[[alerts]]` entry, pushing each mistake to `errors`.
-    pub(super) fn alerts(&self, raw: &[Spanned<RawAlert>], errors: &mut Vec<ConfigError>) -> Vec<Webhook> {
-        let mut webhooks = Vec::new();
-        for (i, alert) in raw.iter().enumerate() {
-            match self.alert(alert.get_ref(), i) {
-                Ok(webhook) => webhooks.push(webhook),
-                Err(err) => errors.push(err),
-            }
+/// Validates every `[[alerts]]` entry, pushing each mistake to `errors`.
+pub(super) fn alerts(check: &Checker<'_>, raw: &[Spanned<RawAlert>], errors: &mut Vec<ConfigError>) -> Vec<Webhook> {
+    let mut webhooks = Vec::new();
+    for (i, alert) in raw.iter().enumerate() {
+        match alert_entry(check, alert.get_ref(), i) {
+            Ok(webhook) => webhooks.push(webhook),
+            Err(err) => errors.push(err),
         }
-        webhooks
     }
+    webhooks
+}
 
-    fn alert(&self, raw: &RawAlert, i: usize) -> Result<Webhook, ConfigError> {
-        let key = |field: &str| format!("alerts[{i}].{field}");
-        let url = self.expand(&raw.url, &key("url"))?;
-        let host = match url.parse::<http::Uri>() {
-            Ok(uri) if matches!(uri.scheme_str(), Some("http" | "https")) => uri.host().map(str::to_owned),
-            _ => None,
-        };
-        // The value as written: an expanded ${VAR} may hold the webhook's credential.
-        let written = raw.url.get_ref();
-        let host = host.ok_or_else(|| {
-            self.error(&raw.url, key("url"), format!("{written:?} is not an http:// or https:// URL with a host"))
-        })?;
-        let events = match &raw.events {
-            None => AlertEvent::ALL.to_vec(),
-            Some(names) if names.get_ref().is_empty() => {
-                return Err(self.error(names, key("events"), "lists no events; leave it out for every event"));
-            }
-            Some(names) => {
-                let mut events = Vec::new();
-                for name in names.get_ref() {
-                    let event = AlertEvent::from_name(name).ok_or_else(|| {
-                        let known: Vec<&str> = AlertEvent::ALL.iter().map(|event| event.name()).collect();
-                        let message = format!("unknown event {name:?}; known events are {}", known.join(", "));
-                        self.error(names, key("events"), message)
-                    })?;
-                    if !events.contains(&event) {
-                        events.push(event);
-                    }
-                }
-                events
-            }
-        };
-        let secret = match &raw.secret {
-            Some(value) => {
-                let secret = self.expand(value, &key("secret"))?;
-                if secret.is_empty() {
-                    return Err(self.error(value, key("secret"), "must not be empty"));
-                }
-                Some(Secret::new(secret))
-            }
-            None => None,
-        };
-        Ok(Webhook { url: Secret::new(url), host, events, secret })
-    }
-
-    /// Validates every `[[drills]]` entry against `routes`, pushing each mistake to `errors`.
-    pub(super) fn drills(
-        &self,
-        raw: &[Spanned<RawDrill>],
-        routes: &[Arc<Route>],
-        errors: &mut Vec<ConfigError>,
-    ) -> Vec<Drill> {
-        let mut drills = Vec::new();
-        for (i, drill) in raw.iter().enumerate() {
-            match self.drill(drill.get_ref(), i, routes) {
-                Ok(drill) => drills.push(drill),
-                Err(err) => errors.push(err),
-            }
+fn alert_entry(check: &Checker<'_>, raw: &RawAlert, i: usize) -> Result<Webhook, ConfigError> {
+    let key = |field: &str| format!("alerts[{i}].{field}");
+    let url = check.expand(&raw.url, &key("url"))?;
+    let host = match url.parse::<http::Uri>() {
+        Ok(uri) if matches!(uri.scheme_str(), Some("http" | "https")) => uri.host().map(str::to_owned),
+        _ => None,
+    };
+    // The value as written: an expanded ${VAR} may hold the webhook's credential.
+    let written = raw.url.get_ref();
+    let host = host.ok_or_else(|| {
+        check.error(&raw.url, key("url"), format!("{written:?} is not an http:// or https:// URL with a host"))
+    })?;
+    let events = match &raw.events {
+        None => AlertEvent::ALL.to_vec(),
+        Some(names) if names.get_ref().is_empty() => {
+            return Err(check.error(names, key("events"), "lists no events; leave it out for every event"));
         }
-        drills
-    }
-
-    fn drill(&self, raw: &RawDrill, i: usize, routes: &[Arc<Route>]) -> Result<Drill, ConfigError> {
-        let key = |field: &str| format!("drills[{i}].{field}");
-        let name = raw.route.get_ref();
-        let route = routes
-            .iter()
-            .find(|route| route.answers_to(name))
-            .ok_or_else(|| self.error(&raw.route, key("route"), format!("no route is named {name:?}")))?;
-        let every = parse_every(raw.every.get_ref()).map_err(|why| self.error(&raw.every, key("every"), why))?;
-        let fail = raw.fail.as_ref().map(|fail| (fail.get_ref().join(","), fail));
-        let mut drill = Drill::of(route, fail.as_ref().map(|(spec, _)| spec.as_str()), every).map_err(|why| {
-            let at = fail.as_ref().map_or(1, |(_, written)| self.line(written.span().start));
-            ConfigError::Invalid { path: self.label.to_owned(), line: at, key: key("fail"), message: why }
-        })?;
-        if let Some((_, written)) = &fail {
-            for pair in written.get_ref() {
-                let provider = pair.split_once('=').map_or("", |(provider, _)| provider.trim());
-                if !route.targets.iter().any(|target| target.provider.name == provider) {
-                    let message = format!("{provider:?} is not a target of route {:?}", route.model);
-                    return Err(self.error(written, key("fail"), message));
+        Some(names) => {
+            let mut events = Vec::new();
+            for name in names.get_ref() {
+                let event = AlertEvent::from_name(name).ok_or_else(|| {
+                    let known: Vec<&str> = AlertEvent::ALL.iter().map(|event| event.name()).collect();
+                    let message = format!("unknown event {name:?}; known events are {}", known.join(", "));
+                    check.error(names, key("events"), message)
+                })?;
+                if !events.contains(&event) {
+                    events.push(event);
                 }
             }
+            events
         }
-        if let Some(expect) = &raw.expect
-            && expect.get_ref() != "answered"
-        {
-            let message = format!("unknown expectation {:?}; expected \"answered\"", expect.get_ref());
-            return Err(self.error(expect, key("expect"), message));
-        }
-        if let Some(prompt) = &raw.prompt {
-            if prompt.get_ref().trim().is_empty() {
-                return Err(self.error(prompt, key("prompt"), "must not be empty"));
+    };
+    let secret = match &raw.secret {
+        Some(value) => {
+            let secret = check.expand(value, &key("secret"))?;
+            if secret.is_empty() {
+                return Err(check.error(value, key("secret"), "must not be empty"));
             }
-            drill.prompt.clone_from(prompt.get_ref());
+            Some(Secret::new(secret))
         }
-        match &raw.max_tokens {
-            Some(n) if *n.get_ref() == 0 => return Err(self.error(n, key("max_tokens"), "must be at least 1")),
-            Some(n) => drill.max_tokens = *n.get_ref(),
-            None => {}
+        None => None,
+    };
+    Ok(Webhook { url: Secret::new(url), host, events, secret })
+}
+
+/// Validates every `[[drills]]` entry against `routes`, pushing each mistake to `errors`.
+pub(super) fn drills(
+    check: &Checker<'_>,
+    raw: &[Spanned<RawDrill>],
+    routes: &[Arc<Route>],
+    errors: &mut Vec<ConfigError>,
+) -> Vec<Drill> {
+    let mut drills = Vec::new();
+    for (i, drill) in raw.iter().enumerate() {
+        match drill_entry(check, drill.get_ref(), i, routes) {
+            Ok(drill) => drills.push(drill),
+            Err(err) => errors.push(err),
         }
-        Ok(drill)
     }
+    drills
+}
+
+fn drill_entry(check: &Checker<'_>, raw: &RawDrill, i: usize, routes: &[Arc<Route>]) -> Result<Drill, ConfigError> {
+    let key = |field: &str| format!("drills[{i}].{field}");
+    let name = raw.route.get_ref();
+    let route = routes
+        .iter()
+        .find(|route| route.answers_to(name))
+        .ok_or_else(|| check.error(&raw.route, key("route"), format!("no route is named {name:?}")))?;
+    let every = parse_every(raw.every.get_ref()).map_err(|why| check.error(&raw.every, key("every"), why))?;
+    let fail = raw.fail.as_ref().map(|fail| (fail.get_ref().join(","), fail));
+    let mut drill = Drill::of(route, fail.as_ref().map(|(spec, _)| spec.as_str()), every).map_err(|why| {
+        let at = fail.as_ref().map_or(1, |(_, written)| check.line(written.span().start));
+        ConfigError::Invalid { path: check.label.to_owned(), line: at, key: key("fail"), message: why }
+    })?;
+    if let Some((_, written)) = &fail {
+        for pair in written.get_ref() {
+            let provider = pair.split_once('=').map_or("", |(provider, _)| provider.trim());
+            if !route.targets.iter().any(|target| target.provider.name == provider) {
+                let message = format!("{provider:?} is not a target of route {:?}", route.model);
+                return Err(check.error(written, key("fail"), message));
+            }
+        }
+    }
+    if let Some(expect) = &raw.expect
+        && expect.get_ref() != "answered"
+    {
+        let message = format!("unknown expectation {:?}; expected \"answered\"", expect.get_ref());
+        return Err(check.error(expect, key("expect"), message));
+    }
+    if let Some(prompt) = &raw.prompt {
+        if prompt.get_ref().trim().is_empty() {
+            return Err(check.error(prompt, key("prompt"), "must not be empty"));
+        }
+        drill.prompt.clone_from(prompt.get_ref());
+    }
+    match &raw.max_tokens {
+        Some(n) if *n.get_ref() == 0 => return Err(check.error(n, key("max_tokens"), "must be at least 1")),
+        Some(n) => drill.max_tokens = *n.get_ref(),
+        None => {}
+    }
+    Ok(drill)
 }
 
 /// `30s`, `15m`, `1h`, `1d`, from one second to thirty days.

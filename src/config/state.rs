@@ -5,9 +5,11 @@ use std::time::Duration;
 
 use toml::Spanned;
 
-use super::raw::RawState;
-use super::validate::Checker;
-use super::{ConfigError, Secret};
+use serde::Deserialize;
+
+use super::check::Checker;
+use super::error::ConfigError;
+use super::secret::Secret;
 
 /// The Redis a `backend = "redis"` reaches when `redis_url` is not given.
 pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
@@ -20,6 +22,16 @@ pub const DEFAULT_STATE_TIMEOUT: Duration = Duration::from_millis(50);
 /// The longest `timeout_ms` accepted: every request may wait this long once
 /// when Redis goes away, so more would make Redis part of the latency.
 const MAX_STATE_TIMEOUT_MS: u64 = 1000;
+
+/// The `[state]` table as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawState {
+    pub backend: Option<Spanned<String>>,
+    pub redis_url: Option<Spanned<String>>,
+    pub key_prefix: Option<Spanned<String>>,
+    pub timeout_ms: Option<Spanned<u64>>,
+}
 
 /// Where shared state lives.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -65,49 +77,46 @@ impl StateConfig {
     }
 }
 
-impl Checker<'_> {
-    /// Validates `[state]`; its absence is the memory backend.
-    pub(super) fn state(&self, raw: Option<&Spanned<RawState>>) -> Result<StateConfig, ConfigError> {
-        let Some(raw) = raw.map(Spanned::get_ref) else { return Ok(StateConfig::default()) };
-        let key_prefix = match &raw.key_prefix {
-            Some(prefix) if prefix.get_ref().is_empty() || prefix.get_ref().contains(char::is_whitespace) => {
-                return Err(self.error(prefix, "state.key_prefix".into(), "must be a non-empty word without spaces"));
-            }
-            Some(prefix) => prefix.get_ref().clone(),
-            None => DEFAULT_KEY_PREFIX.to_owned(),
-        };
-        let timeout = match &raw.timeout_ms {
-            Some(ms) if !(1..=MAX_STATE_TIMEOUT_MS).contains(ms.get_ref()) => {
-                let message =
-                    format!("must be from 1 to {MAX_STATE_TIMEOUT_MS} ms: Redis is never worth a longer wait");
-                return Err(self.error(ms, "state.timeout_ms".into(), message));
-            }
-            Some(ms) => Duration::from_millis(*ms.get_ref()),
-            None => DEFAULT_STATE_TIMEOUT,
-        };
-        let url = match &raw.redis_url {
-            Some(url) => Some((self.expand(url, "state.redis_url")?, url)),
-            None => None,
-        };
-        let backend = match raw.backend.as_ref().map(|backend| (backend.get_ref().as_str(), backend)) {
-            None | Some(("memory", _)) => StateBackend::Memory,
-            Some(("redis", _)) => {
-                let url = match url {
-                    Some((url, written)) => {
-                        check_url(&url).map_err(|why| self.error(written, "state.redis_url".into(), why))?;
-                        url
-                    }
-                    None => DEFAULT_REDIS_URL.to_owned(),
-                };
-                StateBackend::Redis { url: Secret::new(url) }
-            }
-            Some((other, at)) => {
-                let message = format!("unknown backend {other:?}; expected memory or redis");
-                return Err(self.error(at, "state.backend".into(), message));
-            }
-        };
-        Ok(StateConfig { backend, key_prefix, timeout })
-    }
+/// Validates `[state]`; its absence is the memory backend.
+pub(super) fn check(check: &Checker<'_>, raw: Option<&Spanned<RawState>>) -> Result<StateConfig, ConfigError> {
+    let Some(raw) = raw.map(Spanned::get_ref) else { return Ok(StateConfig::default()) };
+    let key_prefix = match &raw.key_prefix {
+        Some(prefix) if prefix.get_ref().is_empty() || prefix.get_ref().contains(char::is_whitespace) => {
+            return Err(check.error(prefix, "state.key_prefix".into(), "must be a non-empty word without spaces"));
+        }
+        Some(prefix) => prefix.get_ref().clone(),
+        None => DEFAULT_KEY_PREFIX.to_owned(),
+    };
+    let timeout = match &raw.timeout_ms {
+        Some(ms) if !(1..=MAX_STATE_TIMEOUT_MS).contains(ms.get_ref()) => {
+            let message = format!("must be from 1 to {MAX_STATE_TIMEOUT_MS} ms: Redis is never worth a longer wait");
+            return Err(check.error(ms, "state.timeout_ms".into(), message));
+        }
+        Some(ms) => Duration::from_millis(*ms.get_ref()),
+        None => DEFAULT_STATE_TIMEOUT,
+    };
+    let url = match &raw.redis_url {
+        Some(url) => Some((check.expand(url, "state.redis_url")?, url)),
+        None => None,
+    };
+    let backend = match raw.backend.as_ref().map(|backend| (backend.get_ref().as_str(), backend)) {
+        None | Some(("memory", _)) => StateBackend::Memory,
+        Some(("redis", _)) => {
+            let url = match url {
+                Some((url, written)) => {
+                    check_url(&url).map_err(|why| check.error(written, "state.redis_url".into(), why))?;
+                    url
+                }
+                None => DEFAULT_REDIS_URL.to_owned(),
+            };
+            StateBackend::Redis { url: Secret::new(url) }
+        }
+        Some((other, at)) => {
+            let message = format!("unknown backend {other:?}; expected memory or redis");
+            return Err(check.error(at, "state.backend".into(), message));
+        }
+    };
+    Ok(StateConfig { backend, key_prefix, timeout })
 }
 
 /// Why `url` is not a Redis URL baton can reach, if it is not.

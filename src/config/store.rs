@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::validate::Checker;
-use super::{ConfigError, Secret};
+use super::check::Checker;
+use super::error::ConfigError;
+use super::secret::Secret;
 
 /// The SQLite file a config loaded from a file keeps its records in, next to it.
 pub const DEFAULT_STORE_FILE: &str = "baton.db";
@@ -81,83 +82,81 @@ impl StoreConfig {
     }
 }
 
-impl Checker<'_> {
-    /// Validates `[store]`; its absence is [`StoreConfig::default_for`] the
-    /// config's directory.
-    pub(super) fn store(&self, raw: Option<&Spanned<RawStore>>) -> Result<StoreConfig, ConfigError> {
-        let Some(raw) = raw.map(Spanned::get_ref) else { return Ok(StoreConfig::default_for(self.dir)) };
-        let retention_days = match &raw.retention_days {
-            Some(days) if !(1..=MAX_RETENTION_DAYS).contains(days.get_ref()) => {
-                let message = format!("must be from 1 to {MAX_RETENTION_DAYS} days");
-                return Err(self.error(days, "store.retention_days".into(), message));
-            }
-            Some(days) => *days.get_ref(),
-            None => DEFAULT_RETENTION_DAYS,
-        };
-        let log_bodies = raw.log_bodies.as_ref().is_some_and(|on| *on.get_ref());
-        let name = raw.backend.as_ref().map_or("sqlite", |backend| backend.get_ref().as_str());
-        let misplaced = |value: &Option<Spanned<String>>, key: &str, wants: &str| match value {
-            Some(value) => Err(self.error(value, format!("store.{key}"), format!("only a {wants} backend takes it"))),
-            None => Ok(()),
-        };
-        let backend = match name {
-            "sqlite" => {
-                misplaced(&raw.url, "url", "postgres")?;
-                StoreBackend::Sqlite { path: self.store_path(raw.path.as_ref())? }
-            }
-            "postgres" => {
-                misplaced(&raw.path, "path", "sqlite")?;
-                let Some(written) = &raw.url else {
-                    let at = raw.backend.as_ref().map_or(1, |backend| self.line(backend.span().start));
-                    return Err(ConfigError::Invalid {
-                        path: self.label.to_owned(),
-                        line: at,
-                        key: "store.url".to_owned(),
-                        message: "a postgres backend needs a url, as postgres://baton@127.0.0.1/baton".to_owned(),
-                    });
-                };
-                let url = self.expand(written, "store.url")?;
-                check_postgres_url(&url).map_err(|why| self.error(written, "store.url".into(), why))?;
-                StoreBackend::Postgres { url: Secret::new(url) }
-            }
-            "none" => {
-                misplaced(&raw.path, "path", "sqlite")?;
-                misplaced(&raw.url, "url", "postgres")?;
-                StoreBackend::None
-            }
-            other => {
-                let message = format!("unknown backend {other:?}; expected sqlite, postgres or none");
-                let at = raw.backend.as_ref().map_or(1, |backend| self.line(backend.span().start));
+/// Validates `[store]`; its absence is [`StoreConfig::default_for`] the
+/// config's directory.
+pub(super) fn check(check: &Checker<'_>, raw: Option<&Spanned<RawStore>>) -> Result<StoreConfig, ConfigError> {
+    let Some(raw) = raw.map(Spanned::get_ref) else { return Ok(StoreConfig::default_for(check.dir)) };
+    let retention_days = match &raw.retention_days {
+        Some(days) if !(1..=MAX_RETENTION_DAYS).contains(days.get_ref()) => {
+            let message = format!("must be from 1 to {MAX_RETENTION_DAYS} days");
+            return Err(check.error(days, "store.retention_days".into(), message));
+        }
+        Some(days) => *days.get_ref(),
+        None => DEFAULT_RETENTION_DAYS,
+    };
+    let log_bodies = raw.log_bodies.as_ref().is_some_and(|on| *on.get_ref());
+    let name = raw.backend.as_ref().map_or("sqlite", |backend| backend.get_ref().as_str());
+    let misplaced = |value: &Option<Spanned<String>>, key: &str, wants: &str| match value {
+        Some(value) => Err(check.error(value, format!("store.{key}"), format!("only a {wants} backend takes it"))),
+        None => Ok(()),
+    };
+    let backend = match name {
+        "sqlite" => {
+            misplaced(&raw.url, "url", "postgres")?;
+            StoreBackend::Sqlite { path: store_path(check, raw.path.as_ref())? }
+        }
+        "postgres" => {
+            misplaced(&raw.path, "path", "sqlite")?;
+            let Some(written) = &raw.url else {
+                let at = raw.backend.as_ref().map_or(1, |backend| check.line(backend.span().start));
                 return Err(ConfigError::Invalid {
-                    path: self.label.to_owned(),
+                    path: check.label.to_owned(),
                     line: at,
-                    key: "store.backend".to_owned(),
-                    message,
+                    key: "store.url".to_owned(),
+                    message: "a postgres backend needs a url, as postgres://baton@127.0.0.1/baton".to_owned(),
                 });
-            }
-        };
-        Ok(StoreConfig { backend, retention_days, log_bodies })
-    }
+            };
+            let url = check.expand(written, "store.url")?;
+            check_postgres_url(&url).map_err(|why| check.error(written, "store.url".into(), why))?;
+            StoreBackend::Postgres { url: Secret::new(url) }
+        }
+        "none" => {
+            misplaced(&raw.path, "path", "sqlite")?;
+            misplaced(&raw.url, "url", "postgres")?;
+            StoreBackend::None
+        }
+        other => {
+            let message = format!("unknown backend {other:?}; expected sqlite, postgres or none");
+            let at = raw.backend.as_ref().map_or(1, |backend| check.line(backend.span().start));
+            return Err(ConfigError::Invalid {
+                path: check.label.to_owned(),
+                line: at,
+                key: "store.backend".to_owned(),
+                message,
+            });
+        }
+    };
+    Ok(StoreConfig { backend, retention_days, log_bodies })
+}
 
-    /// The SQLite file: `path` as written (`${VAR}` expanded), relative to
-    /// the config's directory, or to the working directory for a config
-    /// given as text; `baton.db` when not written.
-    fn store_path(&self, written: Option<&Spanned<String>>) -> Result<PathBuf, ConfigError> {
-        let path = match written {
-            Some(value) => {
-                let path = self.expand(value, "store.path")?;
-                if path.trim().is_empty() {
-                    return Err(self.error(value, "store.path".into(), "must name a file"));
-                }
-                PathBuf::from(path)
+/// The SQLite file: `path` as written (`${VAR}` expanded), relative to
+/// the config's directory, or to the working directory for a config
+/// given as text; `baton.db` when not written.
+fn store_path(check: &Checker<'_>, written: Option<&Spanned<String>>) -> Result<PathBuf, ConfigError> {
+    let path = match written {
+        Some(value) => {
+            let path = check.expand(value, "store.path")?;
+            if path.trim().is_empty() {
+                return Err(check.error(value, "store.path".into(), "must name a file"));
             }
-            None => PathBuf::from(DEFAULT_STORE_FILE),
-        };
-        Ok(match self.dir {
-            Some(dir) if path.is_relative() => dir.join(path),
-            _ => path,
-        })
-    }
+            PathBuf::from(path)
+        }
+        None => PathBuf::from(DEFAULT_STORE_FILE),
+    };
+    Ok(match check.dir {
+        Some(dir) if path.is_relative() => dir.join(path),
+        _ => path,
+    })
 }
 
 /// Why `url` is not a PostgreSQL URL baton can reach, if it is not.

@@ -4,8 +4,8 @@
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::ConfigError;
-use super::validate::Checker;
+use super::check::Checker;
+use super::error::ConfigError;
 
 /// The service name traces carry when neither the config nor `OTEL_SERVICE_NAME` gives one.
 pub const DEFAULT_SERVICE_NAME: &str = "baton";
@@ -38,51 +38,52 @@ pub struct Telemetry {
     pub service_name: String,
 }
 
-impl Checker<'_> {
-    /// Traces are on when `[telemetry]` gives an `otlp_endpoint`, or, when it
-    /// does not, when `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or
-    /// `OTEL_EXPORTER_OTLP_ENDPOINT` is set; `enabled = false` and
-    /// `OTEL_SDK_DISABLED=true` turn them off.
-    pub(super) fn telemetry(&self, raw: Option<&Spanned<RawTelemetry>>) -> Result<Option<Telemetry>, ConfigError> {
-        let table = raw.map(Spanned::get_ref);
-        if table.and_then(|t| t.enabled.as_ref()).is_some_and(|enabled| !*enabled.get_ref()) {
-            return Ok(None);
-        }
-        let var = |name: &str| (self.env)(name).map(|value| value.trim().to_owned()).filter(|v| !v.is_empty());
-        if var(DISABLED_VAR).is_some_and(|value| value.eq_ignore_ascii_case("true")) {
-            return Ok(None);
-        }
-        let line = raw.map_or(1, |raw| self.line(raw.span().start));
-        let traces_endpoint = match table.and_then(|t| t.otlp_endpoint.as_ref()) {
-            Some(value) => {
-                let base = self.expand(value, "telemetry.otlp_endpoint")?;
-                below(&base).map_err(|why| self.error(value, "telemetry.otlp_endpoint".to_owned(), why))?
-            }
-            None => match (var(TRACES_ENDPOINT_VAR), var(ENDPOINT_VAR)) {
-                (Some(full), _) => {
-                    checked(&full).map(|()| full).map_err(|why| self.at(line, TRACES_ENDPOINT_VAR, why))?
-                }
-                (None, Some(base)) => below(&base).map_err(|why| self.at(line, ENDPOINT_VAR, why))?,
-                (None, None) => return Ok(None),
-            },
-        };
-        let service_name = match table.and_then(|t| t.service_name.as_ref()) {
-            Some(value) => {
-                let name = self.expand(value, "telemetry.service_name")?;
-                if name.trim().is_empty() {
-                    return Err(self.error(value, "telemetry.service_name".to_owned(), "must not be empty"));
-                }
-                name
-            }
-            None => var(SERVICE_NAME_VAR).unwrap_or_else(|| DEFAULT_SERVICE_NAME.to_owned()),
-        };
-        Ok(Some(Telemetry { traces_endpoint, service_name }))
+/// Traces are on when `[telemetry]` gives an `otlp_endpoint`, or, when it
+/// does not, when `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or
+/// `OTEL_EXPORTER_OTLP_ENDPOINT` is set; `enabled = false` and
+/// `OTEL_SDK_DISABLED=true` turn them off.
+pub(super) fn check(
+    check: &Checker<'_>,
+    raw: Option<&Spanned<RawTelemetry>>,
+) -> Result<Option<Telemetry>, ConfigError> {
+    let table = raw.map(Spanned::get_ref);
+    if table.and_then(|t| t.enabled.as_ref()).is_some_and(|enabled| !*enabled.get_ref()) {
+        return Ok(None);
     }
+    let var = |name: &str| (check.env)(name).map(|value| value.trim().to_owned()).filter(|v| !v.is_empty());
+    if var(DISABLED_VAR).is_some_and(|value| value.eq_ignore_ascii_case("true")) {
+        return Ok(None);
+    }
+    let line = raw.map_or(1, |raw| check.line(raw.span().start));
+    let traces_endpoint = match table.and_then(|t| t.otlp_endpoint.as_ref()) {
+        Some(value) => {
+            let base = check.expand(value, "telemetry.otlp_endpoint")?;
+            below(&base).map_err(|why| check.error(value, "telemetry.otlp_endpoint".to_owned(), why))?
+        }
+        None => match (var(TRACES_ENDPOINT_VAR), var(ENDPOINT_VAR)) {
+            (Some(full), _) => {
+                checked(&full).map(|()| full).map_err(|why| at(check, line, TRACES_ENDPOINT_VAR, why))?
+            }
+            (None, Some(base)) => below(&base).map_err(|why| at(check, line, ENDPOINT_VAR, why))?,
+            (None, None) => return Ok(None),
+        },
+    };
+    let service_name = match table.and_then(|t| t.service_name.as_ref()) {
+        Some(value) => {
+            let name = check.expand(value, "telemetry.service_name")?;
+            if name.trim().is_empty() {
+                return Err(check.error(value, "telemetry.service_name".to_owned(), "must not be empty"));
+            }
+            name
+        }
+        None => var(SERVICE_NAME_VAR).unwrap_or_else(|| DEFAULT_SERVICE_NAME.to_owned()),
+    };
+    Ok(Some(Telemetry { traces_endpoint, service_name }))
+}
 
-    /// An error about a value that came from the environment, placed at `line`.
-    fn at(&self, line: usize, variable: &str, message: String) -> ConfigError {
-        ConfigError::Invalid { path: self.label.to_owned(), line, key: variable.to_owned(), message }
-    }
+/// An error about a value that came from the environment, placed at `line`.
+fn at(check: &Checker<'_>, line: usize, variable: &str, message: String) -> ConfigError {
+    ConfigError::Invalid { path: check.label.to_owned(), line, key: variable.to_owned(), message }
 }
 
 /// The traces URL below collector base URL `base`, as the OTLP exporter

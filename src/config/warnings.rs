@@ -2,9 +2,10 @@
 //! and `baton serve` logs them, each with its key path and line, and neither
 //! refuses to go on.
 
-use super::DEFAULT_FIRST_TOKEN_TIMEOUT;
-use super::raw::{RawConfig, RawProvider, RawRoute};
-use super::validate::Checker;
+use super::check::Checker;
+use super::provider::RawProvider;
+use super::raw::RawConfig;
+use super::route::{DEFAULT_FIRST_TOKEN_TIMEOUT, RawRoute};
 
 /// Models that think before their first token, often for tens of seconds.
 const THINKING: [&str; 8] = ["o1", "o3", "o4", "gpt-5", "thinking", "reason", "-r1", "2.5-pro"];

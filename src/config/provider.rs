@@ -1,0 +1,221 @@
+//! `[[providers]]`: one upstream API account each — its kind, where it is,
+//! its key, its breaker, its quota — and its way out: `ca_file`, a PEM file
+//! of CAs trusted beside the system's (read at load, relative to the
+//! config's directory), and `proxy`, a proxy URL or `"none"`; without
+//! `proxy`, the environment's `HTTPS_PROXY` / `HTTP_PROXY` / `NO_PROXY`,
+//! read through the same lookup as `${VAR}`.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::check::Checker;
+use super::error::ConfigError;
+use super::secret::Secret;
+use crate::providers::ProviderKind;
+use crate::providers::client::{Egress, Proxy, Trust, proxy_from_env};
+use crate::resilience::BreakerSettings;
+
+/// The largest `ca_file` read: a system bundle of every public root is
+/// about 200 KiB.
+const CA_FILE_LIMIT: u64 = 4 * 1024 * 1024;
+
+/// What `proxy` says to go direct, whatever the environment says (an empty
+/// value says the same, as curl's `--proxy ""` does).
+pub const NO_PROXY_WORD: &str = "none";
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawProvider {
+    pub name: Spanned<String>,
+    pub kind: Spanned<String>,
+    pub api: Option<Spanned<String>>,
+    pub base_url: Spanned<String>,
+    pub api_key: Option<Spanned<String>>,
+    pub breaker: Option<Spanned<RawBreaker>>,
+    pub rpm: Option<Spanned<u64>>,
+    pub tpm: Option<Spanned<u64>>,
+    pub ca_file: Option<Spanned<String>>,
+    pub proxy: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawBreaker {
+    pub failure_threshold: Option<Spanned<u32>>,
+    pub failure_rate: Option<Spanned<f64>>,
+    pub window: Option<Spanned<u32>>,
+    pub cooldown_ms: Option<Spanned<u64>>,
+}
+
+/// One upstream API account.
+#[derive(Debug)]
+pub struct Provider {
+    /// Unique name, shown in headers, logs and errors.
+    pub name: String,
+    /// The wire dialect.
+    pub kind: ProviderKind,
+    /// Base URL, following the kind's official SDK convention.
+    pub base_url: String,
+    /// The gateway's credential, if the provider needs one.
+    pub api_key: Option<Secret>,
+    /// When the provider's circuit breaker opens.
+    pub breaker: BreakerSettings,
+    /// The provider's quota for this account, requests per minute: a
+    /// target over it is skipped (`over_quota`).
+    pub rpm: Option<u64>,
+    /// The provider's quota, tokens per minute (estimated before, settled after).
+    pub tpm: Option<u64>,
+    /// How its connections leave: the proxy they go through (`proxy`, or
+    /// the environment's `HTTPS_PROXY` / `HTTP_PROXY` unless `NO_PROXY`
+    /// names the host) and the CA trusted beside the system's (`ca_file`).
+    pub egress: Egress,
+}
+
+pub(super) fn check(check: &Checker<'_>, raw: &RawProvider, i: usize) -> Result<Provider, ConfigError> {
+    let key = |field: &str| format!("providers[{i}].{field}");
+    let name = raw.name.get_ref().trim().to_owned();
+    if name.is_empty() {
+        return Err(check.error(&raw.name, key("name"), "must not be empty"));
+    }
+    let kind = match raw.kind.get_ref().as_str() {
+        "openai" => ProviderKind::OpenAi,
+        "anthropic" => ProviderKind::Anthropic,
+        "gemini" => ProviderKind::Gemini,
+        other => {
+            let message = format!("unknown kind {other:?}; expected openai, anthropic or gemini");
+            return Err(check.error(&raw.kind, key("kind"), message));
+        }
+    };
+    let kind = match (&raw.api, kind) {
+        (None, kind) => kind,
+        (Some(api), ProviderKind::OpenAi) => match api.get_ref().as_str() {
+            "chat_completions" => ProviderKind::OpenAi,
+            "responses" => ProviderKind::OpenAiResponses,
+            other => {
+                let message = format!("unknown api {other:?}; expected chat_completions or responses");
+                return Err(check.error(api, key("api"), message));
+            }
+        },
+        (Some(api), kind) => {
+            let message = format!("a {kind} provider speaks one API; `api` is for an openai-kind provider");
+            return Err(check.error(api, key("api"), message));
+        }
+    };
+    let base_url = check.expand(&raw.base_url, &key("base_url"))?;
+    match base_url.parse::<http::Uri>() {
+        Ok(url) if matches!(url.scheme_str(), Some("http" | "https")) && url.host().is_some() => {}
+        _ => {
+            // The value as written: an expanded ${VAR} may hold a secret.
+            let written = raw.base_url.get_ref();
+            return Err(check.error(&raw.base_url, key("base_url"), format!("{written:?} is not an http(s) URL")));
+        }
+    }
+    let api_key = match &raw.api_key {
+        Some(value) => {
+            let secret = check.expand(value, &key("api_key"))?;
+            if http::HeaderValue::from_str(&secret).is_err() {
+                return Err(check.error(value, key("api_key"), "contains characters an HTTP header cannot carry"));
+            }
+            Some(Secret::new(secret))
+        }
+        None => None,
+    };
+    let breaker = match &raw.breaker {
+        Some(breaker) => breaker_settings(check, breaker.get_ref(), &key("breaker"))?,
+        None => BreakerSettings::default(),
+    };
+    let per_minute = |value: &Option<Spanned<u64>>, field: &str| match value {
+        Some(n) if *n.get_ref() == 0 => Err(check.error(n, key(field), "must be at least 1 per minute")),
+        Some(n) => Ok(Some(*n.get_ref())),
+        None => Ok(None),
+    };
+    let (rpm, tpm) = (per_minute(&raw.rpm, "rpm")?, per_minute(&raw.tpm, "tpm")?);
+    let egress = egress(check, raw, i, &base_url)?;
+    Ok(Provider { name, kind, base_url, api_key, breaker, rpm, tpm, egress })
+}
+
+fn breaker_settings(check: &Checker<'_>, raw: &RawBreaker, key: &str) -> Result<BreakerSettings, ConfigError> {
+    let defaults = BreakerSettings::default();
+    let failure_threshold = match &raw.failure_threshold {
+        Some(n) if *n.get_ref() == 0 => {
+            return Err(check.error(n, format!("{key}.failure_threshold"), "must be at least 1"));
+        }
+        Some(n) => *n.get_ref(),
+        None => defaults.failure_threshold,
+    };
+    let failure_rate = match &raw.failure_rate {
+        Some(rate) if !(*rate.get_ref() > 0.0 && *rate.get_ref() <= 1.0) => {
+            return Err(check.error(rate, format!("{key}.failure_rate"), "must be above 0 and at most 1"));
+        }
+        Some(rate) => *rate.get_ref(),
+        None => defaults.failure_rate,
+    };
+    let window = match &raw.window {
+        Some(n) if *n.get_ref() == 0 => return Err(check.error(n, format!("{key}.window"), "must be at least 1")),
+        Some(n) => usize::try_from(*n.get_ref()).unwrap_or(usize::MAX),
+        None => defaults.window,
+    };
+    let cooldown = check.millis(raw.cooldown_ms.as_ref(), &format!("{key}.cooldown_ms"), defaults.cooldown)?;
+    Ok(BreakerSettings { failure_threshold, failure_rate, window, cooldown })
+}
+
+/// The provider's egress, with its `base_url` already checked.
+pub(super) fn egress(check: &Checker<'_>, raw: &RawProvider, i: usize, base_url: &str) -> Result<Egress, ConfigError> {
+    let trust = match &raw.ca_file {
+        Some(value) => Some(ca_file(check, value, &format!("providers[{i}].ca_file"))?),
+        None => None,
+    };
+    Ok(Egress::new(trust, proxy(check, raw, i, base_url)?))
+}
+
+/// The certificates of `ca_file`; a missing, unreadable or empty file,
+/// or one without a certificate, is an error.
+fn ca_file(check: &Checker<'_>, value: &Spanned<String>, key: &str) -> Result<Trust, ConfigError> {
+    let written = check.expand(value, key)?;
+    if written.trim().is_empty() {
+        return Err(check.error(value, key.to_owned(), "must name a PEM file"));
+    }
+    let path = match check.dir {
+        Some(dir) if Path::new(&written).is_relative() => dir.join(&written),
+        _ => PathBuf::from(&written),
+    };
+    let shown = path.display();
+    let pem = read_capped(&path).map_err(|why| check.error(value, key.to_owned(), format!("{shown}: {why}")))?;
+    Trust::from_pem(&pem).map_err(|why| check.error(value, key.to_owned(), format!("{shown} {why}")))
+}
+
+/// The proxy: `proxy` when written (`"none"` or empty for none), else
+/// the one the environment names for the provider's scheme and host.
+fn proxy(check: &Checker<'_>, raw: &RawProvider, i: usize, base_url: &str) -> Result<Option<Proxy>, ConfigError> {
+    let key = format!("providers[{i}].proxy");
+    if let Some(value) = &raw.proxy {
+        let url = check.expand(value, &key)?;
+        if url.trim().is_empty() || url.trim().eq_ignore_ascii_case(NO_PROXY_WORD) {
+            return Ok(None);
+        }
+        return Proxy::parse(&url).map(Some).map_err(|why| check.error(value, key, why));
+    }
+    let Ok(url) = base_url.parse::<http::Uri>() else { return Ok(None) };
+    let https = url.scheme_str() == Some("https");
+    let host = url.host().unwrap_or_default();
+    let port = url.port_u16().unwrap_or(if https { 443 } else { 80 });
+    proxy_from_env(check.env, https, host, port).map(|found| found.map(|(_, proxy)| proxy)).map_err(|(name, why)| {
+        let message =
+            format!("the environment's {name}: {why}; `proxy = \"{NO_PROXY_WORD}\"` or a proxy URL here overrides it");
+        check.error(&raw.base_url, key, message)
+    })
+}
+
+/// The file's bytes, if it is no larger than [`CA_FILE_LIMIT`].
+fn read_capped(path: &Path) -> Result<Vec<u8>, String> {
+    let file = std::fs::File::open(path).map_err(|err| format!("cannot read it: {err}"))?;
+    let mut pem = Vec::new();
+    file.take(CA_FILE_LIMIT + 1).read_to_end(&mut pem).map_err(|err| format!("cannot read it: {err}"))?;
+    if pem.len() as u64 > CA_FILE_LIMIT {
+        return Err(format!("is larger than {} MiB, too large for a CA file", CA_FILE_LIMIT / 1024 / 1024));
+    }
+    Ok(pem)
+}
