@@ -8,7 +8,7 @@ import anthropic
 import pytest
 
 from processes import start_baton
-from shapes import KINDS, tool_names_sent, tool_result_sent
+from shapes import KINDS, expected, tool_names_sent, tool_result_sent
 from test_openai_sdk import serve, stop
 
 ROUTES = list(KINDS)
@@ -18,11 +18,6 @@ WEATHER_TOOL = {
     "description": "The weather in a city",
     "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
 }
-
-
-def expected(route):
-    """What the simulated provider behind `route` answers: its kind, three tokens."""
-    return " ".join(f"{KINDS[route]}{i}" for i in range(3))
 
 
 @pytest.fixture(scope="module")

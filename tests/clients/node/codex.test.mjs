@@ -33,7 +33,7 @@ import { createServer, request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
-  assertAgentAnswered, assertChatToolRoundTrip, providerToml, recorded, runAgent, serve, startMock, textOf,
+  assertAgentAnswered, assertChatToolRoundTrip, recorded, runAgent, serveRoute, startMock, textOf,
 } from "./gateway.mjs";
 
 const here = new URL(".", import.meta.url).pathname;
@@ -56,11 +56,7 @@ async function mock(kind) {
 
 /** Starts baton with the key "agent" and one route to these targets ([name, mock] pairs); resolves with its address. */
 async function gateway(route, targets, routeExtra = "") {
-  let config = `listen = "127.0.0.1:0"\n\n[[keys]]\nname = "agent"\nkey = "${KEY}"\n`;
-  for (const [name, target] of targets) config += providerToml(name, target);
-  const list = targets.map(([name]) => `{ provider = "${name}", model = "${name}-sim" }`).join(", ");
-  config += `\n[[routes]]\nmodel = "${route}"\n${routeExtra}targets = [${list}]\n`;
-  const { proc, addr } = await serve(config);
+  const { proc, addr } = await serveRoute(KEY, route, targets, routeExtra);
   stops.push(() => proc.kill());
   return addr;
 }

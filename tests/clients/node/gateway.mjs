@@ -54,6 +54,19 @@ export function serve(config) {
   return start(["serve", "--config", path]);
 }
 
+/**
+ * Starts baton with the client key `key` (named "agent") and one route
+ * `route` to these targets ([name, mock] pairs, each asked for
+ * `<name>-sim`); resolves with its process and address.
+ */
+export function serveRoute(key, route, targets, routeExtra = "") {
+  let config = `listen = "127.0.0.1:0"\n\n[[keys]]\nname = "agent"\nkey = "${key}"\n`;
+  for (const [name, target] of targets) config += providerToml(name, target);
+  const list = targets.map(([name]) => `{ provider = "${name}", model = "${name}-sim" }`).join(", ");
+  config += `\n[[routes]]\nmodel = "${route}"\n${routeExtra}targets = [${list}]\n`;
+  return serve(config);
+}
+
 /** Every request a started mock received, in order: `{path, headers, body, fault}`. */
 export async function recorded(mock) {
   const response = await fetch(`http://${mock.addr}/__requests`);
