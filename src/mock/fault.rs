@@ -77,17 +77,19 @@ impl Fault {
     ];
 
     /// Every fault a simulated provider can inject.
-    pub const ALL: [Fault; 24] = [
-        Fault::Refuse,
-        Fault::Http5xx,
-        Fault::Http429,
-        Fault::StallHeaders,
-        Fault::StallFirstToken,
-        Fault::RoleThenStall,
-        Fault::CloseBeforeToken,
-        Fault::Malformed,
-        Fault::ErrorEvent,
-        Fault::SlowFirstToken,
+    pub const ALL: [Fault; 24] = {
+        let mut all = [Fault::Refuse; 24];
+        let mut i = 0;
+        while i < all.len() {
+            let pre = Self::PRE_COMMIT.len();
+            all[i] = if i < pre { Self::PRE_COMMIT[i] } else { Self::LATER[i - pre] };
+            i += 1;
+        }
+        all
+    };
+
+    /// The faults that are not [`Fault::PRE_COMMIT`]'s: mid-stream and misbehaving bytes.
+    const LATER: [Fault; 14] = [
         Fault::MidstreamStall,
         Fault::MidstreamClose,
         Fault::MidstreamMalformed,
