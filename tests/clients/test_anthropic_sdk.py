@@ -7,7 +7,7 @@ it started, and what each provider received."""
 import anthropic
 import pytest
 
-from processes import start_baton
+from processes import start_mock
 from shapes import KINDS, expected, tool_names_sent, tool_result_sent
 from test_openai_sdk import serve, stop
 
@@ -103,12 +103,9 @@ def gateway():
     """A baton with a client key, a route that fails over and one that breaks mid-stream."""
     procs = []
     try:
-        healthy, healthy_addr = start_baton("mock", "--kind", "openai", "--listen", "127.0.0.1:0",
-                                            "--marker", "py", "--tokens", "4", "--first-token-ms", "5")
-        flaky, flaky_addr = start_baton("mock", "--kind", "anthropic", "--listen", "127.0.0.1:0",
-                                        "--marker", "leak", "--fault", "http_5xx")
-        broken, broken_addr = start_baton("mock", "--kind", "gemini", "--listen", "127.0.0.1:0",
-                                          "--marker", "cut", "--tokens", "10", "--fault", "midstream_close")
+        healthy, healthy_addr = start_mock("openai", "py", "--tokens", "4", "--first-token-ms", "5")
+        flaky, flaky_addr = start_mock("anthropic", "leak", "--fault", "http_5xx")
+        broken, broken_addr = start_mock("gemini", "cut", "--tokens", "10", "--fault", "midstream_close")
         procs += [healthy, flaky, broken]
         proxy, addr = serve(f"""
 listen = "127.0.0.1:0"

@@ -23,7 +23,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
-  assertAgentAnswered, assertChatToolRoundTrip, recorded, runAgent, serveRoute, startMock, textOf,
+  assertAgentAnswered, assertChatToolRoundTrip, assertMessagesToolRoundTrip, recorded, runAgent, serveRoute, startMock,
 } from "./gateway.mjs";
 
 const here = new URL(".", import.meta.url).pathname;
@@ -103,13 +103,7 @@ test("claude -p works through baton to an Anthropic-kind target", { timeout: 900
   assert.deepEqual(first.tools.map((t) => t.name), ["Read"], "Claude Code offered its Read tool");
   assert.ok(first.system, "Claude Code's system prompt came through");
 
-  const [assistant, result] = second.messages.slice(-2);
-  assert.equal(textOf(assistant.content), "anthropic0 anthropic1 anthropic2", "the first answer's words came back whole");
-  const call = assistant.content.find((b) => b.type === "tool_use");
-  assert.deepEqual([call?.name, call?.input], ["Read", { file_path: "Paris" }], "the tool call came back as streamed");
-  const block = result.content.find((b) => b.type === "tool_result");
-  assert.equal(block?.tool_use_id, call.id, "the tool's result answers that call");
-  assert.ok(textOf(block.content).includes(WEATHER), "the tool's result carries what Read found");
+  assertMessagesToolRoundTrip(second.messages, "anthropic0 anthropic1 anthropic2", "Read", { file_path: "Paris" }, WEATHER);
 });
 
 test("claude -p fails over from a failing Anthropic target to an OpenAI-kind one", { timeout: 90000 }, async () => {

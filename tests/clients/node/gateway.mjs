@@ -153,6 +153,22 @@ export function textOf(content) {
 }
 
 /**
+ * Checks an Anthropic Messages conversation's last two messages after one
+ * tool round trip: the assistant's streamed `words` and its `tool_use` of
+ * `name` with `input`, then the `tool_result` answering that call and
+ * holding `found`.
+ */
+export function assertMessagesToolRoundTrip(messages, words, name, input, found) {
+  const [assistant, result] = messages.slice(-2);
+  assert.equal(textOf(assistant.content.filter((b) => b.type === "text")), words, "the first answer's words came back whole");
+  const call = assistant.content.find((b) => b.type === "tool_use");
+  assert.deepEqual([call?.name, call?.input], [name, input], "the tool call came back as streamed");
+  const block = result.content.find((b) => b.type === "tool_result");
+  assert.equal(block?.tool_use_id, call.id, "the tool's result answers that call");
+  assert.ok(textOf(block.content).includes(found), `the tool's result carries ${found}`);
+}
+
+/**
  * Checks a Chat Completions conversation's last two messages after one tool
  * round trip: the assistant's streamed words and its call of `name` with
  * `args`, then the tool's result answering that call and holding `found`.
