@@ -41,6 +41,14 @@ fn route(route_keys: &str, targets: &[(&str, &MockHandle)]) -> String {
     targets.iter().fold(config, |config, (name, mock)| config.mock(name, mock)).toml()
 }
 
+/// A baton whose route "chat" tries `first`, then `second`: each a name
+/// and the provider it names, started here.
+async fn two_targets(first: (&str, MockProvider), second: (&str, MockProvider)) -> (MockHandle, MockHandle, Proxy) {
+    let (a, b) = (first.1.spawned().await, second.1.spawned().await);
+    let proxy = Proxy::start(&route("", &[(first.0, &a), (second.0, &b)])).await;
+    (a, b, proxy)
+}
+
 /// A sample of `name` with every label of `labels` in Prometheus text.
 fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
     text.lines().filter(|line| line.starts_with(&format!("{name}{{"))).find_map(|line| {
@@ -56,9 +64,8 @@ fn error_message(got: &Received) -> String {
 #[test]
 fn a_target_that_cannot_honour_a_field_is_skipped_and_the_next_answers() {
     run(HARD_LIMIT, async {
-        let gemini = MockProvider::gemini().spawned().await;
-        let openai = MockProvider::openai().spawned().await;
-        let proxy = Proxy::start(&route("", &[("gem", &gemini), ("oai", &openai)])).await;
+        let (gemini, openai, proxy) =
+            two_targets(("gem", MockProvider::gemini()), ("oai", MockProvider::openai())).await;
         for stream in [true, false] {
             let body = asking(stream, json!({ "tools": tools(), "parallel_tool_calls": false }));
             let got = post_chat(&proxy, &body).await;
@@ -83,9 +90,11 @@ fn a_target_that_cannot_honour_a_field_is_skipped_and_the_next_answers() {
 #[test]
 fn a_skip_is_named_in_the_error_when_the_others_fail() {
     run(HARD_LIMIT, async {
-        let anthropic = MockProvider::anthropic().spawned().await;
-        let broken = MockProvider::openai().fault(Fault::Http5xx).spawned().await;
-        let proxy = Proxy::start(&route("", &[("claude", &anthropic), ("broken", &broken)])).await;
+        let (anthropic, broken, proxy) = two_targets(
+            ("claude", MockProvider::anthropic()),
+            ("broken", MockProvider::openai().fault(Fault::Http5xx)),
+        )
+        .await;
         let got = post_chat(&proxy, &asking(false, json!({ "seed": 7 }))).await;
         assert_eq!(got.status, 502, "the one target sent failed: {}", got.raw);
         let message = error_message(&got);
@@ -99,9 +108,8 @@ fn a_skip_is_named_in_the_error_when_the_others_fail() {
 #[test]
 fn when_no_target_can_honour_a_field_the_client_hears_400_naming_it_and_the_targets() {
     run(HARD_LIMIT, async {
-        let anthropic = MockProvider::anthropic().spawned().await;
-        let gemini = MockProvider::gemini().spawned().await;
-        let proxy = Proxy::start(&route("", &[("claude", &anthropic), ("gem", &gemini)])).await;
+        let (anthropic, gemini, proxy) =
+            two_targets(("claude", MockProvider::anthropic()), ("gem", MockProvider::gemini())).await;
         for stream in [true, false] {
             let got = post_chat(&proxy, &asking(stream, json!({ "logprobs": true }))).await;
             assert_eq!(got.status, 400, "stream {stream}: {}", got.raw);
@@ -128,9 +136,8 @@ fn when_no_target_can_honour_a_field_the_client_hears_400_naming_it_and_the_targ
 #[test]
 fn a_thinking_conflict_is_named_for_anthropic_and_another_target_answers() {
     run(HARD_LIMIT, async {
-        let anthropic = MockProvider::anthropic().spawned().await;
-        let openai = MockProvider::openai().spawned().await;
-        let proxy = Proxy::start(&route("", &[("claude", &anthropic), ("oai", &openai)])).await;
+        let (anthropic, _openai, proxy) =
+            two_targets(("claude", MockProvider::anthropic()), ("oai", MockProvider::openai())).await;
         let body = asking(false, json!({ "reasoning_effort": "high", "temperature": 0.3 }));
         let got = post_chat(&proxy, &body).await;
         assert_eq!((got.status, got.header("x-baton-provider")), (200, "oai"), "{}", got.raw);

@@ -201,6 +201,11 @@ fn mock_help_lists_every_fault_class() {
     }
 }
 
+/// `baton drill --route chat` over the config at `path`, run to its end.
+async fn drill_chat(path: &std::path::Path) -> std::process::Output {
+    Command::from(Baton::once(&["drill", "--route", "chat", "--config"])).arg(path).output().await.expect("runs")
+}
+
 #[test]
 fn drill_runs_one_now_and_fails_when_the_fallback_does_not_answer() {
     run(HARD_LIMIT, async {
@@ -210,11 +215,7 @@ fn drill_runs_one_now_and_fails_when_the_fallback_does_not_answer() {
             "cli-drill-ok",
             &mocks_toml(&[("primary", &primary), ("secondary", &secondary)], 2000, 2000),
         );
-        let out = Command::from(Baton::once(&["drill", "--route", "chat", "--config"]))
-            .arg(&path)
-            .output()
-            .await
-            .expect("runs");
+        let out = drill_chat(&path).await;
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "the fallback answered: {stdout} {}", String::from_utf8_lossy(&out.stderr));
         assert!(stdout.contains("primary=http_5xx") && stdout.contains("answered by secondary"), "{stdout}");
@@ -225,11 +226,7 @@ fn drill_runs_one_now_and_fails_when_the_fallback_does_not_answer() {
         let dead = MockProvider::anthropic().fault(baton::mock::Fault::Http5xx).spawned().await;
         let path =
             support::config_file("cli-drill-bad", &mocks_toml(&[("primary", &primary), ("dead", &dead)], 2000, 2000));
-        let out = Command::from(Baton::once(&["drill", "--route", "chat", "--config"]))
-            .arg(&path)
-            .output()
-            .await
-            .expect("runs");
+        let out = drill_chat(&path).await;
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "a dead fallback fails the drill");
         assert!(stderr.contains("drill of \"chat\" (primary=http_5xx) failed"), "{stderr}");

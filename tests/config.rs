@@ -41,6 +41,13 @@ fn env(name: &str) -> Option<String> {
     }
 }
 
+/// Asserts that `text` is refused at `line`, naming `key`, with a message that says `says`.
+fn assert_named(text: &str, line: usize, key: &str, says: &str) {
+    let (got_line, got_key, message) = error_of(text);
+    assert_eq!((got_line, got_key.as_str()), (line, key));
+    assert!(message.contains(says), "{message}");
+}
+
 fn error_of(text: &str) -> (usize, String, String) {
     match parse(text, "baton.toml", &env) {
         Ok(_) => panic!("expected an error for:\n{text}"),
@@ -79,49 +86,37 @@ fn secrets_never_print() {
 
 #[test]
 fn an_unknown_top_level_key_is_named() {
-    let (line, key, message) = error_of("listen = \"127.0.0.1:1\"\nlisten_port = 3\n");
-    assert_eq!((line, key.as_str()), (2, "listen_port"));
-    assert!(message.contains("unknown field"), "{message}");
+    assert_named("listen = \"127.0.0.1:1\"\nlisten_port = 3\n", 2, "listen_port", "unknown field");
 }
 
 #[test]
 fn an_unknown_provider_key_is_named() {
     let text = GOOD.replace("api_key = \"${OPENAI_API_KEY}\"", "api_key = \"${OPENAI_API_KEY}\"\norganisation = \"x\"");
-    let (line, key, message) = error_of(&text);
-    assert_eq!((line, key.as_str()), (15, "organisation"));
-    assert!(message.contains("unknown field `organisation`"), "{message}");
+    assert_named(&text, 15, "organisation", "unknown field `organisation`");
 }
 
 #[test]
 fn a_duplicate_provider_name_is_named() {
     let text = GOOD.replace("name = \"openai\"", "name = \"gemini\"");
-    let (line, key, message) = error_of(&text);
-    assert_eq!((line, key.as_str()), (11, "providers[1].name"));
-    assert!(message.contains("duplicate provider name \"gemini\""), "{message}");
+    assert_named(&text, 11, "providers[1].name", "duplicate provider name \"gemini\"");
 }
 
 #[test]
 fn a_target_naming_no_provider_is_named() {
     let text = GOOD.replace("{ provider = \"openai\", model", "{ provider = \"opanai\", model");
-    let (line, key, message) = error_of(&text);
-    assert_eq!((line, key.as_str()), (22, "routes[0].targets[1].provider"));
-    assert!(message.contains("no provider is named \"opanai\""), "{message}");
+    assert_named(&text, 22, "routes[0].targets[1].provider", "no provider is named \"opanai\"");
 }
 
 #[test]
 fn an_empty_route_is_named() {
     let text = "[[routes]]\nmodel = \"chat\"\ntargets = []\n";
-    let (line, key, message) = error_of(text);
-    assert_eq!((line, key.as_str()), (3, "routes[0].targets"));
-    assert!(message.contains("at least one target"), "{message}");
+    assert_named(text, 3, "routes[0].targets", "at least one target");
 }
 
 #[test]
 fn a_missing_environment_variable_is_named() {
     let text = GOOD.replace("${OPENAI_API_KEY}", "${OPENAI_KEY_TYPO}");
-    let (line, key, message) = error_of(&text);
-    assert_eq!((line, key.as_str()), (14, "providers[1].api_key"));
-    assert!(message.contains("OPENAI_KEY_TYPO is not set"), "{message}");
+    assert_named(&text, 14, "providers[1].api_key", "OPENAI_KEY_TYPO is not set");
 }
 
 #[test]

@@ -187,20 +187,7 @@ macro_rules! matrix {
         $(
             mod $kind_name {
                 use super::*;
-                matrix!(@faults $door, $kind;
-                    refuse => Fault::Refuse,
-                    http_5xx => Fault::Http5xx,
-                    http_429 => Fault::Http429,
-                    stall_headers => Fault::StallHeaders,
-                    stall_first_token => Fault::StallFirstToken,
-                    role_then_stall => Fault::RoleThenStall,
-                    close_before_token => Fault::CloseBeforeToken,
-                    malformed => Fault::Malformed,
-                    error_event => Fault::ErrorEvent,
-                    slow_first_token => Fault::SlowFirstToken,
-                    midstream_stall => Fault::MidstreamStall,
-                    midstream_close => Fault::MidstreamClose,
-                );
+                crate::with_faults!(all, matrix!(@faults $door, $kind;));
             }
         )*
     };

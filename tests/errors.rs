@@ -23,6 +23,17 @@ fn assert_openai_error(got: &Received, status: u16, code: &str) -> String {
     body["error"]["message"].as_str().expect("a message").to_owned()
 }
 
+/// The message of an OpenAI error with `status` and `code`, which lists
+/// alpha's attempt as `alpha (alpha-model): {classes[0]}` and beta's likewise.
+fn assert_attempts_listed(got: &Received, status: u16, code: &str, classes: [&str; 2]) -> String {
+    let message = assert_openai_error(got, status, code);
+    for (name, class) in ["alpha", "beta"].into_iter().zip(classes) {
+        let attempt = format!("{name} ({name}-model): {class}");
+        assert!(message.contains(&attempt), "the message lists {name}'s attempt as {attempt:?}: {message}");
+    }
+    message
+}
+
 /// What a client gets from a route over `first` ("alpha") and `second` ("beta").
 async fn two_failing(first: MockProvider, second: MockProvider, first_token_ms: u64) -> Received {
     let (a, b) = (first.spawned().await, second.spawned().await);
@@ -39,10 +50,8 @@ fn all_rate_limited_is_429_with_the_shortest_retry_after() {
             1000,
         )
         .await;
-        let message = assert_openai_error(&got, 429, "all_rate_limited");
+        assert_attempts_listed(&got, 429, "all_rate_limited", ["http_429", "http_429"]);
         assert_eq!(got.header("retry-after"), "3", "the shortest wait any provider asked for");
-        assert!(message.contains("alpha (alpha-model): http_429"), "the message lists the first attempt: {message}");
-        assert!(message.contains("beta (beta-model): http_429"), "the message lists the second attempt: {message}");
     });
 }
 
@@ -55,9 +64,7 @@ fn all_timed_out_is_504() {
             200,
         )
         .await;
-        let message = assert_openai_error(&got, 504, "all_timed_out");
-        assert!(message.contains("alpha (alpha-model): first_token_timeout after"), "{message}");
-        assert!(message.contains("beta (beta-model): first_token_timeout after"), "{message}");
+        assert_attempts_listed(&got, 504, "all_timed_out", ["first_token_timeout after", "first_token_timeout after"]);
         assert!(got.headers.get("retry-after").is_none(), "no Retry-After unless rate-limited");
     });
 }
@@ -71,9 +78,7 @@ fn a_mix_of_failures_is_502_listing_each_attempt() {
             1000,
         )
         .await;
-        let message = assert_openai_error(&got, 502, "all_failed");
-        assert!(message.contains("alpha (alpha-model): error_event after"), "{message}");
-        assert!(message.contains("beta (beta-model): http_429 after"), "{message}");
+        let message = assert_attempts_listed(&got, 502, "all_failed", ["error_event after", "http_429 after"]);
         assert!(message.contains(" ms"), "elapsed ms per attempt: {message}");
     });
 }

@@ -199,36 +199,12 @@ macro_rules! matrix {
                     use super::*;
                     matrix!(@before_commit $kind, Ask::Json);
                 }
-                matrix!(@faults $kind;
-                    refuse => Fault::Refuse,
-                    http_5xx => Fault::Http5xx,
-                    http_429 => Fault::Http429,
-                    stall_headers => Fault::StallHeaders,
-                    stall_first_token => Fault::StallFirstToken,
-                    role_then_stall => Fault::RoleThenStall,
-                    close_before_token => Fault::CloseBeforeToken,
-                    malformed => Fault::Malformed,
-                    error_event => Fault::ErrorEvent,
-                    slow_first_token => Fault::SlowFirstToken,
-                    midstream_stall => Fault::MidstreamStall,
-                    midstream_close => Fault::MidstreamClose,
-                );
+                crate::with_faults!(all, matrix!(@faults $kind;));
             }
         )*
     };
     (@before_commit $kind:expr, $ask:expr) => {
-        matrix!(@asking $kind, $ask;
-            refuse => Fault::Refuse,
-            http_5xx => Fault::Http5xx,
-            http_429 => Fault::Http429,
-            stall_headers => Fault::StallHeaders,
-            stall_first_token => Fault::StallFirstToken,
-            role_then_stall => Fault::RoleThenStall,
-            close_before_token => Fault::CloseBeforeToken,
-            malformed => Fault::Malformed,
-            error_event => Fault::ErrorEvent,
-            slow_first_token => Fault::SlowFirstToken,
-        );
+        crate::with_faults!(before_commit, matrix!(@asking $kind, $ask;));
     };
     (@asking $kind:expr, $ask:expr; $($name:ident => $fault:expr),* $(,)?) => {
         mod streamed {

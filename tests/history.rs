@@ -278,15 +278,7 @@ async fn refusals_name_their_parameter(proxy: &Proxy) {
     }
 }
 
-#[test]
-fn history_sums_what_was_sent_sqlite() {
-    run(HARD_LIMIT, history_sums_what_was_sent(Backend::sqlite("history")));
-}
-
-#[test]
-fn history_sums_what_was_sent_postgres() {
-    run(HARD_LIMIT, async { history_sums_what_was_sent(Backend::postgres().await).await });
-}
+on_each_backend!(history_sums_what_was_sent within HARD_LIMIT => history_sums_what_was_sent_sqlite("history"), history_sums_what_was_sent_postgres);
 
 #[test]
 fn on_loopback_without_an_admin_token_it_is_open_and_without_a_store_it_is_404() {
@@ -356,12 +348,4 @@ async fn past_the_busiest_groups_the_rest_are_summed(backend: Backend) {
     assert_eq!(activity.iter().map(|g| g.requests).sum::<i64>(), 78, "every row counted once");
 }
 
-#[test]
-fn past_the_busiest_groups_the_rest_are_summed_sqlite() {
-    run(HARD_LIMIT, past_the_busiest_groups_the_rest_are_summed(Backend::sqlite("groups")));
-}
-
-#[test]
-fn past_the_busiest_groups_the_rest_are_summed_postgres() {
-    run(HARD_LIMIT, async { past_the_busiest_groups_the_rest_are_summed(Backend::postgres().await).await });
-}
+on_each_backend!(past_the_busiest_groups_the_rest_are_summed within HARD_LIMIT => past_the_busiest_groups_the_rest_are_summed_sqlite("groups"), past_the_busiest_groups_the_rest_are_summed_postgres);

@@ -42,6 +42,14 @@ async fn keys_config(store: &str, top: &str) -> (String, baton::mock::MockHandle
     (format!("{chat}\n{other}\n{store}"), provider)
 }
 
+/// A SQLite store in a fresh directory named after `name`, and the config
+/// over it, with `top` at its top.
+async fn on_sqlite(name: &str, top: &str) -> (Backend, String, baton::mock::MockHandle) {
+    let backend = Backend::sqlite(name);
+    let (text, mocks) = keys_config(&backend.toml(), top).await;
+    (backend, text, mocks)
+}
+
 async fn start(text: &str) -> (Proxy, baton::AppState) {
     let config = config::parse(text, "keys-test.toml", &|_| None).expect("valid config");
     Proxy::start_recorded(config).await
@@ -134,21 +142,12 @@ async fn keys_are_made_held_listed_and_revoked(backend: Backend) {
     assert_eq!(ask(&proxy, &secret, "chat").await, 401, "the old secret stays refused");
 }
 
-#[test]
-fn keys_are_made_held_listed_and_revoked_sqlite() {
-    run(HARD_LIMIT, keys_are_made_held_listed_and_revoked(Backend::sqlite("keys")));
-}
-
-#[test]
-fn keys_are_made_held_listed_and_revoked_postgres() {
-    run(HARD_LIMIT, async { keys_are_made_held_listed_and_revoked(Backend::postgres().await).await });
-}
+on_each_backend!(keys_are_made_held_listed_and_revoked within HARD_LIMIT => keys_are_made_held_listed_and_revoked_sqlite("keys"), keys_are_made_held_listed_and_revoked_postgres);
 
 #[test]
 fn a_bad_key_request_is_refused_with_what_was_wrong() {
     run(HARD_LIMIT, async {
-        let backend = Backend::sqlite("bad-keys");
-        let (text, _provider) = keys_config(&backend.toml(), "").await;
+        let (_backend, text, _provider) = on_sqlite("bad-keys", "").await;
         let (proxy, _state) = start(&text).await;
         let cases = [
             (json!({ "name": "web" }), 409, "config file"),
@@ -189,8 +188,7 @@ fn a_bad_key_request_is_refused_with_what_was_wrong() {
 #[test]
 fn without_an_admin_token_the_keys_endpoints_are_off_even_on_loopback() {
     run(HARD_LIMIT, async {
-        let backend = Backend::sqlite("keys-off");
-        let (text, _provider) = keys_config(&backend.toml(), "").await;
+        let (_backend, text, _provider) = on_sqlite("keys-off", "").await;
         let text = text.replacen(&format!("admin_token = \"{TOKEN}\"\n"), "", 1);
         let (proxy, _state) = start(&text).await;
         for (method, path) in [("POST", "/admin/keys"), ("GET", "/admin/keys"), ("DELETE", "/admin/keys/x")] {
@@ -217,23 +215,12 @@ async fn a_change_on_one_replica_holds_on_another_within_a_second(backend: Backe
     assert!(refused.is_some_and(|took| took <= ACROSS_REPLICAS), "revoked on one, refused by the other in {refused:?}");
 }
 
-#[test]
-fn a_change_on_one_replica_holds_on_another_within_a_second_sqlite() {
-    run(HARD_LIMIT, a_change_on_one_replica_holds_on_another_within_a_second(Backend::sqlite("replicas")));
-}
-
-#[test]
-fn a_change_on_one_replica_holds_on_another_within_a_second_postgres() {
-    run(HARD_LIMIT, async {
-        a_change_on_one_replica_holds_on_another_within_a_second(Backend::postgres().await).await;
-    });
-}
+on_each_backend!(a_change_on_one_replica_holds_on_another_within_a_second within HARD_LIMIT => a_change_on_one_replica_holds_on_another_within_a_second_sqlite("replicas"), a_change_on_one_replica_holds_on_another_within_a_second_postgres);
 
 #[test]
 fn a_restart_keeps_keys_and_their_spend() {
     run(HARD_LIMIT, async {
-        let backend = Backend::sqlite("keys-restart");
-        let (text, _provider) = keys_config(&backend.toml(), "").await;
+        let (_backend, text, _provider) = on_sqlite("keys-restart", "").await;
         let secret = {
             let (proxy, state) = start(&text).await;
             let (status, made) = create(&proxy, json!({ "name": "capped", "budget": { "usd_per_hour": 5.0 } })).await;
@@ -266,8 +253,7 @@ fn a_restart_keeps_keys_and_their_spend() {
 #[test]
 fn open_to_the_network_with_a_store_and_no_key_baton_starts_closed_until_one_is_made() {
     run(HARD_LIMIT, async {
-        let backend = Backend::sqlite("closed");
-        let (text, _provider) = keys_config(&backend.toml(), "listen = \"0.0.0.0:8080\"\n").await;
+        let (backend, text, _provider) = on_sqlite("closed", "listen = \"0.0.0.0:8080\"\n").await;
         let text = text.replacen(&format!("[[keys]]\nname = \"web\"\nkey = \"{WEB}\"\n"), "", 1);
         let (proxy, _state) = start(&text).await;
         let refused = post_with(&proxy, "/v1/chat/completions", &chat_body(false), &[]).await;
@@ -285,8 +271,7 @@ fn open_to_the_network_with_a_store_and_no_key_baton_starts_closed_until_one_is_
 #[test]
 fn baton_keys_makes_lists_and_revokes_for_a_running_baton() {
     run(HARD_LIMIT, async {
-        let backend = Backend::sqlite("keys-cli");
-        let (text, _provider) = keys_config(&backend.toml(), "").await;
+        let (_backend, text, _provider) = on_sqlite("keys-cli", "").await;
         let config = support::config_file(&format!("keys-cli-{:08x}", fastrand::u32(..)), &text);
         let path = config.display().to_string();
         let baton = Baton::serve(&config).start().await;

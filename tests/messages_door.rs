@@ -10,7 +10,7 @@ mod support;
 
 use std::time::Duration;
 
-use baton::mock::MockProvider;
+use baton::mock::{MockHandle, MockProvider};
 use serde_json::{Value, json};
 use support::{Proxy, Received, Server, Spawned, mocks_toml, post_with, within};
 
@@ -123,15 +123,20 @@ async fn another_kind_gets_the_request_translated_and_names_what_it_cannot_take(
     .await;
 }
 
+/// A baton whose one target is an Anthropic provider ("claude"), with
+/// `top` before its config and `bottom` after it.
+async fn claude_with(top: &str, bottom: &str) -> (MockHandle, Proxy) {
+    let claude = MockProvider::anthropic().spawned().await;
+    let proxy =
+        Proxy::start(&format!("{top}{}\n{bottom}", mocks_toml(&[("claude", &claude)], FIRST_TOKEN_MS, IDLE_MS))).await;
+    (claude, proxy)
+}
+
 #[tokio::test]
 async fn errors_at_the_door_are_in_anthropics_shape() {
     within(HARD_LIMIT, async {
-        let claude = MockProvider::anthropic().spawned().await;
-        let keyed = format!(
-            "{}\n[[keys]]\nname = \"agent\"\nkey = \"sk-agent-0123456789abcdef\"\n",
-            mocks_toml(&[("claude", &claude)], FIRST_TOKEN_MS, IDLE_MS)
-        );
-        let proxy = Proxy::start(&keyed).await;
+        let (_claude, proxy) =
+            claude_with("", "[[keys]]\nname = \"agent\"\nkey = \"sk-agent-0123456789abcdef\"\n").await;
         let expect = |got: &Received, status: u16, kind: &str| {
             assert_eq!(got.status, status, "{}", got.raw);
             assert_eq!(got.json()["type"], "error", "{}", got.raw);
@@ -242,12 +247,7 @@ async fn thinking_is_shown_with_its_signature_from_anthropic_and_not_from_anothe
 #[tokio::test]
 async fn a_refused_preflight_on_the_door_is_in_anthropics_shape() {
     within(HARD_LIMIT, async {
-        let claude = MockProvider::anthropic().spawned().await;
-        let config = format!(
-            "cors_origins = [\"https://app.example\"]\n{}",
-            mocks_toml(&[("claude", &claude)], FIRST_TOKEN_MS, IDLE_MS)
-        );
-        let proxy = Proxy::start(&config).await;
+        let (_claude, proxy) = claude_with("cors_origins = [\"https://app.example\"]\n", "").await;
         let refused = reqwest::Client::new()
             .request(reqwest::Method::OPTIONS, proxy.url("/v1/messages"))
             .header("origin", "https://evil.example")

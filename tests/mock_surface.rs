@@ -37,6 +37,16 @@ async fn through(provider: &MockHandle, route_keys: &str) -> Proxy {
     Proxy::start(&ChatConfig::new().keys(route_keys).mock("p", provider).toml()).await
 }
 
+/// A baton over a `kind` provider answering `tokens` words, and a streamed
+/// request to it saying `prompt`, offered the weather tools.
+async fn offering_tools(kind: ProviderKind, tokens: usize, prompt: &str) -> (MockHandle, Proxy, Value) {
+    let provider = MockProvider::new(kind).tokens(tokens).spawned().await;
+    let proxy = through(&provider, "").await;
+    let mut body = ask(true, json!([{ "role": "user", "content": prompt }]));
+    body["tools"] = weather_tools();
+    (provider, proxy, body)
+}
+
 /// The tool calls a client assembles from a streamed answer's deltas: (id, name, arguments).
 fn streamed_calls(got: &Received) -> Vec<(String, String, String)> {
     let mut calls: Vec<(String, String, String)> = Vec::new();
@@ -73,10 +83,7 @@ fn content_chunks(got: &Received) -> usize {
 fn each_provider_calls_the_first_offered_tool_in_its_own_wire_format() {
     run(HARD_LIMIT, async {
         for kind in ProviderKind::ALL {
-            let provider = MockProvider::new(kind).tokens(2).spawned().await;
-            let proxy = through(&provider, "").await;
-            let mut body = ask(true, json!([{ "role": "user", "content": "weather in Paris?" }]));
-            body["tools"] = weather_tools();
+            let (provider, proxy, mut body) = offering_tools(kind, 2, "weather in Paris?").await;
             let got = post_chat(&proxy, &body).await;
             assert_eq!(got.status, 200, "{kind}: {}", got.raw);
             let calls = streamed_calls(&got);
@@ -104,10 +111,7 @@ fn each_provider_calls_the_first_offered_tool_in_its_own_wire_format() {
 fn a_named_tool_is_called_and_none_turns_calls_off() {
     run(HARD_LIMIT, async {
         for kind in ProviderKind::ALL {
-            let provider = MockProvider::new(kind).tokens(1).spawned().await;
-            let proxy = through(&provider, "").await;
-            let mut body = ask(true, json!([{ "role": "user", "content": "what time is it?" }]));
-            body["tools"] = weather_tools();
+            let (_provider, proxy, mut body) = offering_tools(kind, 1, "what time is it?").await;
             body["tool_choice"] = json!({ "type": "function", "function": { "name": "get_time" } });
             let named = streamed_calls(&post_chat(&proxy, &body).await);
             assert_eq!(named.iter().map(|c| c.1.as_str()).collect::<Vec<_>>(), ["get_time"], "{kind}");

@@ -57,11 +57,17 @@ async fn error_of(response: reqwest::Response) -> (u16, Option<String>, Value) {
     (status, retry_after, response.json::<Value>().await.unwrap_or_default())
 }
 
+/// A priced OpenAI provider, and a baton over it whose key has `limits`.
+async fn keyed(limits: &str) -> (MockHandle, Proxy) {
+    let provider = MockProvider::openai().spawned().await;
+    let proxy = Proxy::start(&format!("{}{}", priced(&provider).toml(), key(limits))).await;
+    (provider, proxy)
+}
+
 #[test]
 fn a_key_over_its_rpm_gets_429_with_retry_after_before_any_provider_is_tried() {
     run(HARD_LIMIT, async {
-        let provider = MockProvider::openai().spawned().await;
-        let proxy = Proxy::start(&format!("{}{}", priced(&provider).toml(), key("rpm = 2"))).await;
+        let (provider, proxy) = keyed("rpm = 2").await;
         for i in 0..2 {
             assert_eq!(ask(&proxy, true, 50).await.status(), 200, "request {i} of the burst");
         }
@@ -82,8 +88,7 @@ fn a_key_over_its_rpm_gets_429_with_retry_after_before_any_provider_is_tried() {
 #[test]
 fn a_keys_token_reservations_are_settled_to_the_reported_usage() {
     run(HARD_LIMIT, async {
-        let provider = MockProvider::openai().spawned().await;
-        let proxy = Proxy::start(&format!("{}{}", priced(&provider).toml(), key("tpm = 3000"))).await;
+        let (_provider, proxy) = keyed("tpm = 3000").await;
         // Each reserves 1 + 1,400 tokens; unsettled, the third would pass 3,000.
         for i in 0..5 {
             let response = ask(&proxy, true, 1400).await;
@@ -100,8 +105,7 @@ fn a_keys_token_reservations_are_settled_to_the_reported_usage() {
 #[test]
 fn each_answer_costs_its_usage_at_its_targets_price_in_metrics_and_status() {
     run(HARD_LIMIT, async {
-        let provider = MockProvider::openai().spawned().await;
-        let proxy = Proxy::start(&format!("{}{}", priced(&provider).toml(), key(""))).await;
+        let (_provider, proxy) = keyed("").await;
         assert_eq!(ask(&proxy, true, 50).await.status(), 200);
         let streamed = json!({ "model": "chat", "stream": true, "messages": [{ "role": "user", "content": "hi" }] });
         let response = reqwest::Client::new()

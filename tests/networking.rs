@@ -21,12 +21,18 @@ use support::{Baton, ChatConfig, Proxy, Received, Spawned, chat_body, post_chat,
 
 const HARD_LIMIT: Duration = Duration::from_secs(20);
 
-/// A simulated OpenAI provider writing `marker` words, and a TLS front for
-/// it whose certificate `ca` signed.
-async fn tls_provider(ca: &TestCa, marker: &str) -> (MockHandle, TlsFront) {
+/// A certificate authority named `ca`, a simulated OpenAI provider writing
+/// `marker` words, and a TLS front for it whose certificate that CA signed.
+async fn tls_provider(ca: &str, marker: &str) -> (TestCa, MockHandle, TlsFront) {
+    let ca = TestCa::new(ca);
     let mock = MockProvider::openai().marker(marker).spawned().await;
-    let front = TlsFront::start(ca, mock.addr()).await;
-    (mock, front)
+    let front = TlsFront::start(&ca, mock.addr()).await;
+    (ca, mock, front)
+}
+
+/// The healthy provider a failing one fails over to.
+async fn backup() -> MockHandle {
+    MockProvider::openai().marker("backup").spawned().await
 }
 
 /// baton serving `text`, with `env` as its environment.
@@ -59,9 +65,8 @@ fn assert_answered_by(received: &Received, mock: &MockHandle) {
 #[test]
 fn a_certificate_from_a_private_ca_is_refused_as_an_unknown_issuer_and_fails_over() {
     run(HARD_LIMIT, async {
-        let ca = TestCa::new("unknown");
-        let (_mock, front) = tls_provider(&ca, "private").await;
-        let backup = MockProvider::openai().marker("backup").spawned().await;
+        let (_ca, _mock, front) = tls_provider("unknown", "private").await;
+        let backup = backup().await;
         let proxy =
             baton(&chat(&[("private", &front.base_url("127.0.0.1"), ""), ("backup", &backup.base_url(), "")]), &[])
                 .await;
@@ -82,8 +87,7 @@ fn a_certificate_from_a_private_ca_is_refused_as_an_unknown_issuer_and_fails_ove
 #[test]
 fn a_provider_whose_ca_is_in_its_ca_file_streams_its_answer() {
     run(HARD_LIMIT, async {
-        let ca = TestCa::new("trusted");
-        let (mock, front) = tls_provider(&ca, "trusted").await;
+        let (ca, mock, front) = tls_provider("trusted", "trusted").await;
         let trust = trusting(&ca, "trusted-ca");
         let proxy = baton(&chat(&[("private", &front.base_url("localhost"), &trust)]), &[]).await;
         for _ in 0..2 {
@@ -96,8 +100,7 @@ fn a_provider_whose_ca_is_in_its_ca_file_streams_its_answer() {
 #[test]
 fn trust_in_a_ca_is_for_its_provider_only_and_never_lent_through_the_pool() {
     run(HARD_LIMIT, async {
-        let ca = TestCa::new("scoped");
-        let (mock, front) = tls_provider(&ca, "scoped").await;
+        let (ca, mock, front) = tls_provider("scoped", "scoped").await;
         let url = front.base_url("127.0.0.1");
         let trust = trusting(&ca, "scoped-ca");
         // Two providers at one origin, one trusting the CA: each has a route of its own.
@@ -123,8 +126,7 @@ fn trust_in_a_ca_is_for_its_provider_only_and_never_lent_through_the_pool() {
 #[test]
 fn a_tls_provider_is_reached_through_a_connect_tunnel_that_is_reused() {
     run(HARD_LIMIT, async {
-        let ca = TestCa::new("tunnel");
-        let (mock, front) = tls_provider(&ca, "tunnelled").await;
+        let (ca, mock, front) = tls_provider("tunnel", "tunnelled").await;
         let egress = HttpProxy::start().await;
         let keys = format!("{}\nproxy = \"{}\"", trusting(&ca, "tunnel-ca"), egress.url(None));
         let proxy = baton(&chat(&[("private", &front.base_url("127.0.0.1"), &keys)]), &[]).await;
@@ -147,8 +149,7 @@ fn a_tls_provider_is_reached_through_a_connect_tunnel_that_is_reused() {
 #[test]
 fn through_a_proxy_the_server_name_and_certificate_are_the_providers() {
     run(HARD_LIMIT, async {
-        let ca = TestCa::new("sni");
-        let (mock, front) = tls_provider(&ca, "named").await;
+        let (ca, mock, front) = tls_provider("sni", "named").await;
         let egress = HttpProxy::start().await;
         let env = [("HTTPS_PROXY", egress.url(None))];
         let proxy = baton(&chat(&[("private", &front.base_url("localhost"), &trusting(&ca, "sni-ca"))]), &env).await;
@@ -193,8 +194,7 @@ fn a_plain_http_provider_goes_through_the_proxy_in_absolute_form() {
 #[test]
 fn a_provider_s_own_proxy_setting_overrides_the_environment() {
     run(HARD_LIMIT, async {
-        let ca = TestCa::new("override");
-        let (mock, front) = tls_provider(&ca, "override").await;
+        let (ca, mock, front) = tls_provider("override", "override").await;
         let chosen = HttpProxy::start().await;
         let ignored = HttpProxy::refusing("403 Forbidden").await;
         let env = [("HTTPS_PROXY", ignored.url(None))];
@@ -247,9 +247,8 @@ impl std::io::Write for LogWriter {
 #[test]
 fn a_proxy_that_refuses_the_tunnel_fails_over_naming_the_proxy_but_never_its_credentials() {
     run(HARD_LIMIT, async {
-        let ca = TestCa::new("refused");
-        let (_mock, front) = tls_provider(&ca, "refused").await;
-        let backup = MockProvider::openai().marker("backup").spawned().await;
+        let (ca, _mock, front) = tls_provider("refused", "refused").await;
+        let backup = backup().await;
         let egress = HttpProxy::refusing("407 Proxy Authentication Required").await;
         let keys = format!("{}\nproxy = \"{}\"", trusting(&ca, "refused-ca"), egress.url(Some("alice:hunter2")));
         let url = front.base_url("127.0.0.1");
@@ -279,7 +278,7 @@ fn a_proxy_that_cannot_be_reached_fails_over_as_a_refused_connection() {
     run(HARD_LIMIT, async {
         let gone = baton::mock::refusing_addr().await.expect("a free port");
         let mock = MockProvider::openai().marker("behind").spawned().await;
-        let backup = MockProvider::openai().marker("backup").spawned().await;
+        let backup = backup().await;
         let keys = format!("proxy = \"http://{gone}\"");
         let proxy = baton(&chat(&[("corp", &mock.base_url(), &keys), ("backup", &backup.base_url(), "")]), &[]).await;
         assert_answered_by(&post_chat(&proxy, &chat_body(true)).await, &backup);
@@ -295,7 +294,7 @@ fn a_proxy_that_cannot_be_reached_fails_over_as_a_refused_connection() {
 fn a_plain_http_request_the_proxy_answers_with_407_fails_over_as_a_connect_failure() {
     run(HARD_LIMIT, async {
         let mock = MockProvider::openai().marker("behind").spawned().await;
-        let backup = MockProvider::openai().marker("backup").spawned().await;
+        let backup = backup().await;
         let egress = HttpProxy::refusing("407 Proxy Authentication Required").await;
         let keys = format!("proxy = \"{}\"", egress.url(Some("bob:pa55")));
         let alone = baton(&chat(&[("corp", &mock.base_url(), &keys)]), &[]).await;
@@ -313,8 +312,7 @@ fn a_plain_http_request_the_proxy_answers_with_407_fails_over_as_a_connect_failu
 #[test]
 fn ssl_cert_file_sets_the_roots_of_the_whole_process() {
     run(HARD_LIMIT, async {
-        let ca = TestCa::new("process");
-        let (mock, front) = tls_provider(&ca, "process").await;
+        let (ca, mock, front) = tls_provider("process", "process").await;
         let text = format!("[store]\nbackend = \"none\"\n\n{}", chat(&[("private", &front.base_url("127.0.0.1"), "")]));
         let config = support::config_file("ssl-cert-file", &text);
         let roots = ca.write_pem("ssl-cert-file-roots", "roots.pem");

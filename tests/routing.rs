@@ -118,22 +118,20 @@ async fn fastest_moves_the_first_attempt_to_whichever_p95_is_now_lower() {
     let scripted = Scripted::new();
     let engine = engine(&config, &scripted);
     // Nothing measured yet: config order. a fails, so b answers and is measured at 50 ms.
-    for _ in 0..10 {
-        scripted.then("a", fails()).then("b", answers_after(50));
-    }
-    for _ in 0..10 {
-        let before = scripted.opened().len();
-        stream(&engine, &config, call(10, None)).await.expect("b answers");
-        assert_eq!(first_asked(&scripted, before), "a", "unmeasured targets keep config order");
-    }
-    // b is measured and a is not: b first. b fails, so a answers and is measured at 10 ms.
-    for _ in 0..10 {
-        scripted.then("b", fails()).then("a", answers_after(10));
-    }
-    for _ in 0..10 {
-        let before = scripted.opened().len();
-        stream(&engine, &config, call(10, None)).await.expect("a answers");
-        assert_eq!(first_asked(&scripted, before), "b", "a measured target goes before an unmeasured one");
+    // Then b is measured and a is not: b first. b fails, so a answers and is measured at 10 ms.
+    let rounds = [
+        ("a", "b", 50, "unmeasured targets keep config order"),
+        ("b", "a", 10, "a measured target goes before an unmeasured one"),
+    ];
+    for (failing, answering, after_ms, why) in rounds {
+        for _ in 0..10 {
+            scripted.then(failing, fails()).then(answering, answers_after(after_ms));
+        }
+        for _ in 0..10 {
+            let before = scripted.opened().len();
+            stream(&engine, &config, call(10, None)).await.unwrap_or_else(|err| panic!("{answering} answers: {err:?}"));
+            assert_eq!(first_asked(&scripted, before), failing, "{why}");
+        }
     }
     // Both measured, a faster: a first. Its next answer takes 200 ms.
     scripted.then("a", answers_after(200)).then("b", answers_after(50));

@@ -9,10 +9,10 @@ mod support;
 
 use std::time::Duration;
 
-use baton::mock::MockProvider;
+use baton::mock::{MockHandle, MockProvider};
 use serde_json::{Value, json};
 use support::raw::{RawProvider, SSE_HEAD, Step};
-use support::{ChatConfig, Proxy, Spawned, mocks_toml, post_chat, post_with, within};
+use support::{ChatConfig, Proxy, Received, Spawned, mocks_toml, post_chat, post_with, within};
 
 const FIRST_TOKEN_MS: u64 = 500;
 const IDLE_MS: u64 = 500;
@@ -37,15 +37,26 @@ fn rich_chat_body() -> Value {
     })
 }
 
+/// A baton whose route "chat" has `provider` ("gpt") as its one target.
+async fn one_target(provider: MockProvider) -> (MockHandle, Proxy) {
+    let gpt = provider.spawned().await;
+    let proxy = Proxy::start(&mocks_toml(&[("gpt", &gpt)], FIRST_TOKEN_MS, IDLE_MS)).await;
+    (gpt, proxy)
+}
+
+/// `got`, once it is known to be answered.
+fn answered(got: Received) -> Received {
+    assert_eq!(got.status, 200, "{}", got.raw);
+    got
+}
+
 #[tokio::test]
 async fn an_openai_target_gets_the_chat_body_and_openai_headers_as_sent() {
     within(HARD_LIMIT, async {
-        let gpt = MockProvider::openai().spawned().await;
-        let proxy = Proxy::start(&mocks_toml(&[("gpt", &gpt)], FIRST_TOKEN_MS, IDLE_MS)).await;
+        let (gpt, proxy) = one_target(MockProvider::openai()).await;
         let body = rich_chat_body();
         let headers = [("openai-beta", "assistants=v2"), ("openai-project", "proj_1"), ("x-other", "kept here")];
-        let got = post_with(&proxy, "/v1/chat/completions", &body, &headers).await;
-        assert_eq!(got.status, 200, "{}", got.raw);
+        answered(post_with(&proxy, "/v1/chat/completions", &body, &headers).await);
         let sent = gpt.requests().pop().expect("the target was sent the request");
         let mut expected = body.clone();
         expected["model"] = json!("gpt-model");
@@ -61,12 +72,10 @@ async fn an_openai_target_gets_the_chat_body_and_openai_headers_as_sent() {
 #[tokio::test]
 async fn a_chat_body_with_cache_hints_is_written_anew_without_them() {
     within(HARD_LIMIT, async {
-        let gpt = MockProvider::openai().spawned().await;
-        let proxy = Proxy::start(&mocks_toml(&[("gpt", &gpt)], FIRST_TOKEN_MS, IDLE_MS)).await;
+        let (gpt, proxy) = one_target(MockProvider::openai()).await;
         let hinted = json!({ "type": "text", "text": "hi", "cache_control": { "type": "ephemeral" } });
         let body = json!({ "model": "chat", "messages": [{ "role": "user", "content": [hinted] }], "seed": 7 });
-        let got = post_chat(&proxy, &body).await;
-        assert_eq!(got.status, 200, "{}", got.raw);
+        answered(post_chat(&proxy, &body).await);
         let sent = gpt.requests().pop().expect("the target was sent the request");
         assert_eq!(sent.body["messages"][0]["content"], "hi", "the text, without its hint");
         assert!(!sent.body.to_string().contains("cache_control"), "{}", sent.body);
@@ -134,8 +143,7 @@ async fn a_whole_answer_carries_every_tokens_log_probabilities() {
         let proxy = Proxy::start(&ChatConfig::new().raw("p", &openai).toml()).await;
         let mut body = rich_chat_body();
         body["stream"] = json!(false);
-        let got = post_chat(&proxy, &body).await;
-        assert_eq!(got.status, 200, "{}", got.raw);
+        let got = answered(post_chat(&proxy, &body).await);
         let choice = &got.json()["choices"][0];
         assert_eq!(choice["message"]["content"], "Hello");
         assert_eq!(choice["logprobs"], json!({ "content": [entry("Hel", -0.5), entry("lo", -0.25)], "refusal": null }));
@@ -161,11 +169,9 @@ fn rich_responses_body() -> Value {
 #[tokio::test]
 async fn a_responses_target_gets_the_responses_body_as_sent_without_storing_it() {
     within(HARD_LIMIT, async {
-        let gpt = MockProvider::openai_responses().spawned().await;
-        let proxy = Proxy::start(&mocks_toml(&[("gpt", &gpt)], FIRST_TOKEN_MS, IDLE_MS)).await;
+        let (gpt, proxy) = one_target(MockProvider::openai_responses()).await;
         let body = rich_responses_body();
-        let got = post_with(&proxy, "/v1/responses", &body, &[("openai-beta", "responses=v1")]).await;
-        assert_eq!(got.status, 200, "{}", got.raw);
+        let got = answered(post_with(&proxy, "/v1/responses", &body, &[("openai-beta", "responses=v1")]).await);
         let sent = gpt.requests().pop().expect("the target was sent the request");
         assert_eq!(sent.path, "/v1/responses");
         let mut expected = body.clone();
@@ -187,12 +193,10 @@ async fn a_responses_target_gets_the_responses_body_as_sent_without_storing_it()
 #[tokio::test]
 async fn encrypted_reasoning_reaches_a_responses_client_and_no_other() {
     within(HARD_LIMIT, async {
-        let gpt = MockProvider::openai_responses().reasoning(2).spawned().await;
-        let proxy = Proxy::start(&mocks_toml(&[("gpt", &gpt)], FIRST_TOKEN_MS, IDLE_MS)).await;
+        let (_gpt, proxy) = one_target(MockProvider::openai_responses().reasoning(2)).await;
         let mut body = rich_responses_body();
         body["stream"] = json!(false);
-        let got = post_with(&proxy, "/v1/responses", &body, &[]).await;
-        assert_eq!(got.status, 200, "{}", got.raw);
+        let got = answered(post_with(&proxy, "/v1/responses", &body, &[]).await);
         let output = got.json()["output"].clone();
         assert_eq!(output[0]["type"], "reasoning", "{output}");
         assert_eq!(output[0]["encrypted_content"], "ZW5jcnlwdGVkLW1vY2s=", "to send back on the next turn");
@@ -200,8 +204,8 @@ async fn encrypted_reasoning_reaches_a_responses_client_and_no_other() {
         let claude_code = json!({ "model": "chat", "max_tokens": 100, "stream": false,
             "thinking": { "type": "enabled", "budget_tokens": 1024 },
             "messages": [{ "role": "user", "content": "hi" }] });
-        let got = post_with(&proxy, "/v1/messages", &claude_code, &[("anthropic-version", "2023-06-01")]).await;
-        assert_eq!(got.status, 200, "{}", got.raw);
+        let got =
+            answered(post_with(&proxy, "/v1/messages", &claude_code, &[("anthropic-version", "2023-06-01")]).await);
         assert!(
             !got.raw.contains("ZW5jcnlwdGVkLW1vY2s="),
             "OpenAI's encrypted reasoning is no Anthropic signature: {}",

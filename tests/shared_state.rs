@@ -54,13 +54,20 @@ fn keyed(chat: &ChatConfig, limits: &str, state: &str) -> String {
     format!("{}\n[[keys]]\nname = \"web\"\nkey = \"{SECRET}\"\n{limits}\n\n{state}", chat.toml())
 }
 
+/// Two replicas sharing one redis-server, both over one OpenAI provider,
+/// whose key "web" has `limits`; the server's state is named after `name`.
+async fn keyed_replicas(limits: &str, name: &str) -> (RedisServer, MockHandle, Proxy, Proxy) {
+    let redis = RedisServer::start();
+    let provider = MockProvider::openai().spawned().await;
+    let chat = ChatConfig::new().deadlines(5000, 5000).mock("p", &provider);
+    let (a, b) = two_replicas(&keyed(&chat, limits, &redis.state_toml(name))).await;
+    (redis, provider, a, b)
+}
+
 #[test]
 fn a_keys_rpm_holds_across_two_replicas_sharing_one_redis() {
     run(HARD_LIMIT, async {
-        let redis = RedisServer::start();
-        let provider = MockProvider::openai().spawned().await;
-        let chat = ChatConfig::new().deadlines(5000, 5000).mock("p", &provider);
-        let (a, b) = two_replicas(&keyed(&chat, "rpm = 5", &redis.state_toml("rpm"))).await;
+        let (_redis, provider, a, b) = keyed_replicas("rpm = 5", "rpm").await;
         // Twelve at once, six on each: alone, each replica would let 5 through.
         let asks = (0..12).map(|i| ask(if i % 2 == 0 { &a } else { &b }));
         let statuses: Vec<u16> = join_all(asks).await.iter().map(|response| response.status().as_u16()).collect();
@@ -76,10 +83,7 @@ fn a_keys_rpm_holds_across_two_replicas_sharing_one_redis() {
 #[test]
 fn a_keys_token_reservations_are_shared_and_settled_across_two_replicas() {
     run(HARD_LIMIT, async {
-        let redis = RedisServer::start();
-        let provider = MockProvider::openai().spawned().await;
-        let chat = ChatConfig::new().deadlines(5000, 5000).mock("p", &provider);
-        let (a, b) = two_replicas(&keyed(&chat, "tpm = 3000", &redis.state_toml("tpm"))).await;
+        let (_redis, _provider, a, b) = keyed_replicas("tpm = 3000", "tpm").await;
         // Each reserves 1 + 1,400 tokens: two fit in 3,000, on either replica or both.
         let statuses = |responses: Vec<reqwest::Response>| {
             let mut statuses: Vec<u16> = responses.iter().map(|r| r.status().as_u16()).collect();

@@ -50,6 +50,14 @@ async fn proxy_config(store: &str, extra_top: &str) -> (String, Vec<baton::mock:
     (format!("{routes}\n{KEYS}\n{store}"), vec![primary, secondary])
 }
 
+/// A SQLite store in a fresh directory named after `name`, and the config
+/// over it, with `top` at its top.
+async fn on_sqlite(name: &str, top: &str) -> (Backend, String, Vec<baton::mock::MockHandle>) {
+    let backend = Backend::sqlite(name);
+    let (text, mocks) = proxy_config(&backend.toml(), top).await;
+    (backend, text, mocks)
+}
+
 async fn start(text: &str) -> (Proxy, baton::AppState) {
     let config = config::parse(text, "store-test.toml", &|_| None).expect("valid config");
     Proxy::start_recorded(config).await
@@ -166,15 +174,7 @@ async fn every_request_leaves_a_row(backend: Backend) {
     assert_eq!((&drilled["provider"], &drilled["status"]), (&json!("secondary"), &json!(200)), "{drilled}");
 }
 
-#[test]
-fn every_request_leaves_a_row_sqlite() {
-    run(HARD_LIMIT, every_request_leaves_a_row(Backend::sqlite("rows")));
-}
-
-#[test]
-fn every_request_leaves_a_row_postgres() {
-    run(HARD_LIMIT, async { every_request_leaves_a_row(Backend::postgres().await).await });
-}
+on_each_backend!(every_request_leaves_a_row within HARD_LIMIT => every_request_leaves_a_row_sqlite("rows"), every_request_leaves_a_row_postgres);
 
 async fn the_log_filters_pages_and_sums_spend(backend: Backend) {
     let (text, _mocks) = proxy_config(&backend.toml(), "").await;
@@ -270,21 +270,12 @@ async fn the_log_filters_pages_and_sums_spend(backend: Backend) {
     assert!(status == 400 && body["error"]["message"].as_str().unwrap().contains("\"group_by\""), "{body}");
 }
 
-#[test]
-fn the_log_filters_pages_and_sums_spend_sqlite() {
-    run(HARD_LIMIT, the_log_filters_pages_and_sums_spend(Backend::sqlite("filters")));
-}
-
-#[test]
-fn the_log_filters_pages_and_sums_spend_postgres() {
-    run(HARD_LIMIT, async { the_log_filters_pages_and_sums_spend(Backend::postgres().await).await });
-}
+on_each_backend!(the_log_filters_pages_and_sums_spend within HARD_LIMIT => the_log_filters_pages_and_sums_spend_sqlite("filters"), the_log_filters_pages_and_sums_spend_postgres);
 
 #[test]
 fn without_an_admin_token_the_log_is_off_even_on_loopback() {
     run(HARD_LIMIT, async {
-        let backend = Backend::sqlite("no-token");
-        let (text, _mocks) = proxy_config(&backend.toml(), "").await;
+        let (_backend, text, _mocks) = on_sqlite("no-token", "").await;
         let (proxy, _state) = start(&text.replace(&format!("admin_token = \"{TOKEN}\""), "")).await;
         for path in ["/admin/requests", "/admin/spend"] {
             let (status, body) = admin(&proxy, path, Some(TOKEN)).await;
@@ -541,15 +532,7 @@ async fn retention_sweeps_old_rows(backend: Backend) {
     assert!(swept, "the sweep at start removed old-3: {:?}", ids(&records).await);
 }
 
-#[test]
-fn retention_sweeps_old_rows_sqlite() {
-    run(HARD_LIMIT, retention_sweeps_old_rows(Backend::sqlite("retention")));
-}
-
-#[test]
-fn retention_sweeps_old_rows_postgres() {
-    run(HARD_LIMIT, async { retention_sweeps_old_rows(Backend::postgres().await).await });
-}
+on_each_backend!(retention_sweeps_old_rows within HARD_LIMIT => retention_sweeps_old_rows_sqlite("retention"), retention_sweeps_old_rows_postgres);
 
 #[test]
 fn a_full_queue_drops_and_counts_and_never_waits() {
@@ -589,21 +572,12 @@ async fn a_cost_may_be_missing_or_not_from_row_to_row(backend: Backend) {
     assert_eq!(costs, (0..24).map(cost).collect::<Vec<_>>());
 }
 
-#[test]
-fn a_cost_may_be_missing_or_not_from_row_to_row_sqlite() {
-    run(HARD_LIMIT, a_cost_may_be_missing_or_not_from_row_to_row(Backend::sqlite("costs")));
-}
-
-#[test]
-fn a_cost_may_be_missing_or_not_from_row_to_row_postgres() {
-    run(HARD_LIMIT, async { a_cost_may_be_missing_or_not_from_row_to_row(Backend::postgres().await).await });
-}
+on_each_backend!(a_cost_may_be_missing_or_not_from_row_to_row within HARD_LIMIT => a_cost_may_be_missing_or_not_from_row_to_row_sqlite("costs"), a_cost_may_be_missing_or_not_from_row_to_row_postgres);
 
 #[test]
 fn check_reports_the_store_and_its_schema() {
     run(HARD_LIMIT, async {
-        let backend = Backend::sqlite("check");
-        let (text, _mocks) = proxy_config(&backend.toml(), "").await;
+        let (_backend, text, _mocks) = on_sqlite("check", "").await;
         let config = support::config_file(&format!("check-{:08x}", fastrand::u32(..)), &text);
         let report = |config: &PathBuf| {
             let out = Baton::once(&["check", "--config", config.to_str().unwrap()]).output().expect("check runs");

@@ -11,8 +11,8 @@ use bytes::Bytes;
 use serde_json::json;
 
 use super::AppState;
-use super::chat::{json_body, route_for};
-use super::error::respond;
+use super::chat::route_for;
+use super::extract::{Caller, JsonContent, Refused};
 use crate::dialect::ApiError;
 use crate::dialect::anthropic::{self, AnthropicMessages};
 
@@ -21,18 +21,21 @@ use crate::dialect::anthropic::{self, AnthropicMessages};
 /// estimates them for its limits (four characters a token). The
 /// `x-baton-provider` header says who counted: a provider's name, or
 /// `estimate`.
-pub(super) async fn count_tokens(State(state): State<AppState>, request: Request) -> Response {
-    counted(&state, request).await.unwrap_or_else(respond::<AnthropicMessages>)
+pub(super) async fn count_tokens(
+    State(state): State<AppState>,
+    caller: Caller<AnthropicMessages>,
+    _: JsonContent<AnthropicMessages>,
+    request: Request,
+) -> Result<Response, Refused<AnthropicMessages>> {
+    Ok(counted(&state, &caller, request).await?)
 }
 
-async fn counted(state: &AppState, request: Request) -> Result<Response, ApiError> {
-    let config = state.config();
-    let key = config.access.keys.identify(request.headers()).map_err(ApiError::denied)?;
-    json_body(request.headers())?;
+async fn counted(state: &AppState, caller: &Caller<AnthropicMessages>, request: Request) -> Result<Response, ApiError> {
+    let config = caller.config();
     let (head, body) = request.into_parts();
-    let (body, _held) = state.bodies().read(&head.headers, body, &config).await?;
+    let (body, _held) = state.bodies().read(&head.headers, body, config).await?;
     let (model, conversation) = anthropic::count_tokens_request(Bytes::from(body), &head.headers)?;
-    let route = route_for(&config, key, &model)?;
+    let route = route_for(config, caller.key(), &model)?;
     let (counter, tokens) = match state.engine().count_tokens(route, &conversation).await {
         Some((provider, tokens)) => (provider, tokens),
         None => (ESTIMATE.to_owned(), conversation.estimated_input_tokens()),

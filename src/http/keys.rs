@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::AppState;
 use super::admin::authorize;
-use super::chat::json_body;
+use super::extract::json_body;
 use super::records::{database, read};
 use crate::dialect::{ApiError, ErrorKind};
 use crate::store::keys::{self, KeyError, KeyRequest};

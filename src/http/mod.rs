@@ -4,11 +4,14 @@
 //! one route line naming the generic handler and the dialect.
 
 mod admin;
+mod answer;
 mod anthropic;
 mod body;
 mod chat;
 mod cors;
+mod edge;
 mod error;
+mod extract;
 mod history;
 mod keys;
 mod panic;
@@ -22,14 +25,14 @@ mod state;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{MethodRouter, get, post};
 use axum::{Json, Router};
 use serde_json::json;
 
-use crate::dialect::ApiError;
 use crate::dialect::anthropic::AnthropicMessages;
 use crate::dialect::openai::OpenAiChat;
 use crate::dialect::responses::OpenAiResponses;
+use crate::dialect::{ApiError, Dialect};
 
 pub use panic::install_panic_hook;
 pub use state::AppState;
@@ -41,10 +44,10 @@ pub fn app(state: AppState) -> Router {
     let check_hosts = !state.config().access.allowed_hosts.is_empty();
     let cors = !state.config().access.cors_origins.is_empty();
     let router = Router::new()
-        .route("/v1/chat/completions", post(chat::chat::<OpenAiChat>))
-        .route("/v1/messages", post(chat::chat::<AnthropicMessages>))
+        .route("/v1/chat/completions", door::<OpenAiChat>(&state))
+        .route("/v1/messages", door::<AnthropicMessages>(&state))
         .route("/v1/messages/count_tokens", post(anthropic::count_tokens))
-        .route("/v1/responses", post(chat::chat::<OpenAiResponses>))
+        .route("/v1/responses", door::<OpenAiResponses>(&state))
         .route("/v1/models", get(models))
         .route("/v1/models/{*id}", get(model))
         .route("/", get(page))
@@ -70,6 +73,13 @@ pub fn app(state: AppState) -> Router {
         router
     };
     router.with_state(state)
+}
+
+/// A chat endpoint in dialect `D`: the generic handler, behind the edge
+/// that gives each request its id, trace and row (only for the method it
+/// serves: a wrong method is not a chat request).
+fn door<D: Dialect>(state: &AppState) -> MethodRouter<AppState> {
+    post(chat::chat::<D>).route_layer(axum::middleware::from_fn_with_state(state.clone(), edge::edge::<D>))
 }
 
 /// With `allowed_hosts` set (at start: a new list needs a restart), a

@@ -6,7 +6,7 @@
 use axum::http::HeaderMap;
 
 use super::AppState;
-use crate::dialect::{ApiError, Dialect};
+use crate::dialect::Dialect;
 use crate::store::Recording;
 
 /// A row for a request in dialect `D` arriving now, when the store keeps rows.
@@ -16,11 +16,12 @@ pub(super) fn begin<D: Dialect>(state: &AppState, id: &str, headers: &HeaderMap)
     Some(recording)
 }
 
-/// Ends the row of a request refused with `error` before it had a route.
-pub(super) fn refused(mut recording: Recording, error: &ApiError) {
+/// Ends the row of a request refused with the error `code` and HTTP
+/// `status` before it had a route.
+pub(super) fn refused(mut recording: Recording, code: &str, status: u16) {
     let row = recording.row();
-    row.outcome = error.code().to_owned();
-    row.status = error.status().as_u16();
+    row.outcome = code.to_owned();
+    row.status = status;
     row.duration_ms = u64::try_from(crate::store::now_ms().saturating_sub(row.time_ms)).unwrap_or(0);
     recording.finish();
 }

@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::extract::{FromRequestParts, Query, State};
+use axum::http::StatusCode;
+use axum::http::request::Parts;
 use serde_json::{Value, json};
 
 use super::AppState;
@@ -27,14 +28,26 @@ const SPEND_SINCE_DAYS: i64 = 30 * 86_400_000;
 /// A query string as its pairs, or why it could not be read.
 pub(super) type Params = Result<Query<Vec<(String, String)>>, QueryRejection>;
 
+/// A caller the request log and spend may be shown to: one with the admin
+/// token, which these endpoints always need.
+pub(super) struct LogReader;
+
+impl FromRequestParts<AppState> for LogReader {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        authorize(&parts.headers, &state.config(), "the request log and spend endpoints", true)?;
+        Ok(LogReader)
+    }
+}
+
 /// `GET /admin/requests?key=&route=&provider=&outcome=&since=&until=&limit=&cursor=`:
 /// rows newest first, `{"data": [...], "next_cursor"}`.
 pub(super) async fn requests(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    _: LogReader,
     params: Params,
 ) -> Result<Json<Value>, ApiError> {
-    authorize(&headers, &state.config(), "the request log and spend endpoints", true)?;
     let filter = filter(&params_of(params)?)?;
     let db = database(&state)?;
     let page = read(query::requests(&db, &filter)).await?;
@@ -45,10 +58,9 @@ pub(super) async fn requests(
 /// requests, failovers, tokens and cost per group and bucket.
 pub(super) async fn spend(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    _: LogReader,
     params: Params,
 ) -> Result<Json<Value>, ApiError> {
-    authorize(&headers, &state.config(), "the request log and spend endpoints", true)?;
     let (mut group, mut bucket, mut since) = (GroupBy::Key, Bucket::Day, None);
     for (name, value) in params_of(params)? {
         match name.as_str() {

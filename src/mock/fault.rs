@@ -1,7 +1,8 @@
-//! The ways a simulated provider can misbehave: the fault classes of
-//! DESIGN.md §3, and the misbehaving bytes of the chaos benchmark.
+//! The ways a simulated provider can misbehave: the fault classes baton
+//! must survive before and after the first token, and the misbehaving bytes
+//! of the chaos benchmark.
 
-/// A way for a simulated provider to misbehave: the fault classes of DESIGN.md §3.
+/// A way for a simulated provider to misbehave: one fault class.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Fault {
     /// Accept the connection and close it at once, without an answer.
@@ -60,8 +61,8 @@ pub enum Fault {
 }
 
 impl Fault {
-    /// The pre-commit classes of DESIGN.md §3's table, in its order (refuse
-    /// to slow_first_token): what the fault benchmark and the chaos mix run.
+    /// The classes that strike before the first token, from refuse to
+    /// slow_first_token: what the fault benchmark and the chaos mix run.
     pub const PRE_COMMIT: [Fault; 10] = [
         Fault::Refuse,
         Fault::Http5xx,
@@ -76,17 +77,19 @@ impl Fault {
     ];
 
     /// Every fault a simulated provider can inject.
-    pub const ALL: [Fault; 24] = [
-        Fault::Refuse,
-        Fault::Http5xx,
-        Fault::Http429,
-        Fault::StallHeaders,
-        Fault::StallFirstToken,
-        Fault::RoleThenStall,
-        Fault::CloseBeforeToken,
-        Fault::Malformed,
-        Fault::ErrorEvent,
-        Fault::SlowFirstToken,
+    pub const ALL: [Fault; 24] = {
+        let mut all = [Fault::Refuse; 24];
+        let mut i = 0;
+        while i < all.len() {
+            let pre = Self::PRE_COMMIT.len();
+            all[i] = if i < pre { Self::PRE_COMMIT[i] } else { Self::LATER[i - pre] };
+            i += 1;
+        }
+        all
+    };
+
+    /// The faults that are not [`Fault::PRE_COMMIT`]'s: mid-stream and misbehaving bytes.
+    const LATER: [Fault; 14] = [
         Fault::MidstreamStall,
         Fault::MidstreamClose,
         Fault::MidstreamMalformed,
@@ -103,7 +106,7 @@ impl Fault {
         Fault::TrailingResponse,
     ];
 
-    /// The class name used on the command line and in DESIGN.md.
+    /// The class name used on the command line and in the docs.
     pub fn name(self) -> &'static str {
         match self {
             Fault::Refuse => "refuse",

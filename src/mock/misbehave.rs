@@ -1,5 +1,5 @@
 //! Misbehaving bytes: what a broken or hostile provider writes that no
-//! fault class of DESIGN.md §3 covers — a `data:` line that never ends, a
+//! fault class covers — a `data:` line that never ends, a
 //! line of several MiB, JSON of the wrong types, counts that overflow, and a
 //! response nobody asked for (the trailing one is written by the server).
 

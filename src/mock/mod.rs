@@ -4,6 +4,7 @@
 
 mod answer;
 mod ask;
+mod chunked;
 mod fault;
 mod misbehave;
 mod reading;

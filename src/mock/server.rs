@@ -5,12 +5,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::{ReadHalf, WriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 use super::answer::Answer;
+use super::chunked::{Chunked, Next, wait_peer_closed};
 use super::reading::read_request;
 use super::words::Words;
 use super::{Fault, MockProvider, RECORDS_PATH, RecordedRequest, Schedule, misbehave, wire};
@@ -110,12 +111,6 @@ fn record(provider: &MockProvider, request: &RecordedRequest, fault: Option<Faul
     } else {
         RecordedRequest { fault, ..request.clone() }
     }
-}
-
-enum Next {
-    KeepAlive,
-    Close,
-    PeerClosed,
 }
 
 struct Exchange<'a, 'w> {
@@ -237,24 +232,11 @@ impl Exchange<'_, '_> {
                 Fault::MidstreamStall | Fault::MidstreamClose | Fault::MidstreamMalformed | Fault::MidstreamErrorEvent
             )
         );
-        let tokens = match fault {
-            Some(Fault::RoleThenStall) => return Ok(wait_peer_closed(out.reader).await),
-            Some(Fault::Malformed) => {
-                out.send(&wire::malformed(kind)).await?;
-                return Ok(wait_peer_closed(out.reader).await);
-            }
-            Some(Fault::WrongTypes) => {
-                out.send(&misbehave::wrong_types(kind)).await?;
-                return Ok(wait_peer_closed(out.reader).await);
-            }
-            Some(Fault::ErrorEvent) => {
-                out.send(&wire::error_event(kind)).await?;
-                out.end().await?;
-                return Ok(Next::Close);
-            }
-            _ if cut_short => (start + provider.tokens_before_fault).min(provider.tokens),
-            _ => provider.tokens,
-        };
+        if let Some(next) = out.after_opening(fault, kind).await? {
+            return Ok(next);
+        }
+        let tokens =
+            if cut_short { (start + provider.tokens_before_fault).min(provider.tokens) } else { provider.tokens };
         if provider.tool_call {
             for event in wire::tool_call(kind, &model) {
                 out.send(&event).await?;
@@ -263,16 +245,8 @@ impl Exchange<'_, '_> {
         if fault == Some(Fault::HugeLine) {
             out.send(&misbehave::huge_line(kind)).await?;
         }
-        for i in 0..answer.reasoning {
-            if out.pause(provider.reasoning_gap).await {
-                return Ok(Next::PeerClosed);
-            }
-            out.send(&wire::reasoning(kind, &model, &wire::token("think", i))).await?;
-        }
-        if answer.reasoning > 0 {
-            for event in wire::end_of_reasoning(kind) {
-                out.send(&event).await?;
-            }
+        if out.think(kind, &model, answer.reasoning, provider.reasoning_gap).await? {
+            return Ok(Next::PeerClosed);
         }
         let mut first_delay = provider.first_token_after;
         if fault == Some(Fault::SlowFirstToken) {
@@ -282,16 +256,12 @@ impl Exchange<'_, '_> {
             answer.lead.iter().take(if cut_short && !answer.words { provider.tokens_before_fault } else { usize::MAX });
         let said = words.replay.iter().filter(|_| answer.words).cloned();
         let marker_words = (start..tokens).filter(|_| answer.words).map(|i| words.token(i));
-        let mut count = 0;
         let text_block = usize::from(answer.reasoning > 0);
-        for (n, token) in lead.cloned().chain(said).chain(marker_words).enumerate() {
-            let delay = if n == 0 { first_delay } else { provider.gap };
-            if out.pause(delay).await {
-                return Ok(Next::PeerClosed);
-            }
-            out.send(&wire::text_in(kind, &model, text_block, &token)).await?;
-            count = n + 1;
-        }
+        let event = |token: &str| wire::text_in(kind, &model, text_block, token);
+        let tokens = lead.cloned().chain(said).chain(marker_words);
+        let Some(count) = out.say(tokens, (first_delay, provider.gap), event).await? else {
+            return Ok(Next::PeerClosed);
+        };
         let replayed = if answer.words { words.replay.len() } else { 0 };
         let call =
             answer.call.as_ref().map(|call| wire::Call { id: &call.id, name: &call.name, arguments: &call.arguments });
@@ -338,49 +308,6 @@ async fn end_of_answer(
             }
             out.end().await?;
             Ok(Next::KeepAlive)
-        }
-    }
-}
-
-/// A chunked response body, watching the read side so a client that goes
-/// away is noticed at once, not at the next write.
-struct Chunked<'a, 'w, 'r> {
-    writer: &'a mut WriteHalf<'w>,
-    reader: &'a mut ReadHalf<'r>,
-    /// Bytes written right behind the end of the body, in the same write.
-    trailer: Option<String>,
-}
-
-impl Chunked<'_, '_, '_> {
-    async fn send(&mut self, event: &str) -> std::io::Result<()> {
-        let chunk = format!("{:x}\r\n{event}\r\n", event.len());
-        self.writer.write_all(chunk.as_bytes()).await
-    }
-
-    async fn end(&mut self) -> std::io::Result<()> {
-        let trailer = self.trailer.take().unwrap_or_default();
-        self.writer.write_all(format!("0\r\n\r\n{trailer}").as_bytes()).await
-    }
-
-    /// Waits `delay`; true if the client closed the connection meanwhile.
-    async fn pause(&mut self, delay: Duration) -> bool {
-        if delay.is_zero() {
-            return false;
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(delay) => false,
-            Next::PeerClosed = wait_peer_closed(self.reader) => true,
-        }
-    }
-}
-
-/// Holds the exchange open until the client closes its side.
-async fn wait_peer_closed(reader: &mut ReadHalf<'_>) -> Next {
-    let mut scratch = [0u8; 1024];
-    loop {
-        match reader.read(&mut scratch).await {
-            Ok(0) | Err(_) => return Next::PeerClosed,
-            Ok(_) => {}
         }
     }
 }

@@ -1,6 +1,6 @@
 //! What baton does for the people who run it rather than for its clients:
 //! alerts to webhooks when something needs a person, and drills that
-//! exercise the fallback paths on a schedule (DESIGN §10).
+//! exercise the fallback paths on a schedule.
 
 pub mod alerts;
 pub mod drills;

@@ -10,6 +10,7 @@ mod gemini;
 mod openai;
 #[cfg(test)]
 mod samples;
+#[cfg(any(test, feature = "test-support"))]
 pub mod scripted;
 pub mod sse;
 
@@ -106,7 +107,7 @@ impl fmt::Display for ProviderKind {
 /// Where one attempt goes: the provider's address and key and the model to ask for.
 #[derive(Clone, Copy)]
 pub struct Upstream<'a> {
-    /// The provider's base URL, as configured (see DESIGN.md for each kind's convention).
+    /// The provider's base URL, as configured (each kind's convention is in `docs/configuration.md`).
     pub base_url: &'a str,
     /// The gateway's key for this provider, if it needs one.
     pub api_key: Option<&'a str>,

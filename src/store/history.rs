@@ -67,15 +67,9 @@ pub struct Activity {
 /// and bucket of `window`, oldest bucket first; the providers past the
 /// busiest [`TOP_GROUPS`] summed as [`OTHER`].
 pub async fn activity(db: &Db, window: &Window) -> Result<Vec<Activity>, DbError> {
-    let sql = format!(
-        "SELECT {grp} AS grp, (time_ms / $1) * $1 AS bucket, COUNT(*) AS requests, \
-         CAST(COALESCE(SUM(CASE WHEN attempts > 1 THEN 1 ELSE 0 END), 0) AS BIGINT) AS failovers, \
-         CAST(AVG(ttft_ms) AS DOUBLE PRECISION) AS ttft_ms \
-         FROM requests WHERE time_ms >= $2 AND time_ms < $3 \
-         GROUP BY grp, bucket ORDER BY bucket, grp LIMIT $5",
-        grp = top_groups("provider", "COUNT(*)"),
-    );
-    let rows = bound(sql, window).fetch_all(db.pool()).await?;
+    let columns = "CAST(COALESCE(SUM(CASE WHEN attempts > 1 THEN 1 ELSE 0 END), 0) AS BIGINT) AS failovers, \
+                   CAST(AVG(ttft_ms) AS DOUBLE PRECISION) AS ttft_ms";
+    let rows = per_group_and_bucket(db, window, &top_groups("provider", "COUNT(*)"), columns).await?;
     rows.iter()
         .map(|row| {
             Ok(Activity {
@@ -105,14 +99,9 @@ pub struct Spend {
 /// Requests and cost per `group` and bucket of `window`, oldest bucket
 /// first; the groups past the [`TOP_GROUPS`] that spent most summed as [`OTHER`].
 pub async fn spend(db: &Db, group: GroupBy, window: &Window) -> Result<Vec<Spend>, DbError> {
-    let sql = format!(
-        "SELECT {grp} AS grp, (time_ms / $1) * $1 AS bucket, COUNT(*) AS requests, \
-         CAST(COALESCE(SUM(cost_usd), 0.0) AS DOUBLE PRECISION) AS cost_usd \
-         FROM requests WHERE time_ms >= $2 AND time_ms < $3 \
-         GROUP BY grp, bucket ORDER BY bucket, grp LIMIT $5",
-        grp = top_groups(group.column(), "COALESCE(SUM(cost_usd), 0.0)"),
-    );
-    let rows = bound(sql, window).fetch_all(db.pool()).await?;
+    let grp = top_groups(group.column(), "COALESCE(SUM(cost_usd), 0.0)");
+    let columns = "CAST(COALESCE(SUM(cost_usd), 0.0) AS DOUBLE PRECISION) AS cost_usd";
+    let rows = per_group_and_bucket(db, window, &grp, columns).await?;
     rows.iter()
         .map(|row| {
             Ok(Spend {
@@ -195,6 +184,18 @@ fn top_groups(column: &str, rank: &str) -> String {
         "CASE WHEN {named} IN (SELECT {named} FROM requests WHERE time_ms >= $2 AND time_ms < $3 \
          GROUP BY {named} ORDER BY {rank} DESC, {named} LIMIT $4) THEN {named} ELSE '{OTHER}' END"
     )
+}
+
+/// The rows of requests in `window` per group (`grp`, an SQL expression)
+/// and bucket, oldest bucket first: each with its `grp`, its `bucket`, its
+/// count of `requests`, and `columns` (more aggregates, with their names).
+async fn per_group_and_bucket(db: &Db, window: &Window, grp: &str, columns: &str) -> Result<Vec<AnyRow>, DbError> {
+    let sql = format!(
+        "SELECT {grp} AS grp, (time_ms / $1) * $1 AS bucket, COUNT(*) AS requests, {columns} \
+         FROM requests WHERE time_ms >= $2 AND time_ms < $3 \
+         GROUP BY grp, bucket ORDER BY bucket, grp LIMIT $5"
+    );
+    Ok(bound(sql, window).fetch_all(db.pool()).await?)
 }
 
 /// `sql` with the window bound to `$1` (bucket), `$2`..`$3` (span), `$4`

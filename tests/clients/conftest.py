@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from processes import start_baton
+from processes import start_baton, start_mock
 from shapes import KINDS
 
 
@@ -41,8 +41,7 @@ def surface():
     try:
         mocks = {}
         for route, kind in KINDS.items():
-            proc, addr = start_baton("mock", "--kind", kind, "--listen", "127.0.0.1:0", "--marker", kind,
-                                     "--tokens", "3", "--first-token-ms", "5", "--gap-ms", "2")
+            proc, addr = start_mock(kind, kind, "--tokens", "3", "--first-token-ms", "5", "--gap-ms", "2")
             procs.append(proc)
             mocks[route] = addr
         config = 'listen = "127.0.0.1:0"\n'

@@ -37,3 +37,9 @@ def start_baton(*args):
         proc.kill()
         raise RuntimeError(f"baton {' '.join(args)} did not start")
     return proc, found["addr"]
+
+
+def start_mock(kind, marker, *args):
+    """Starts `baton mock` of `kind` on a free port, its tokens made of
+    `marker`, with `args`; returns (process, address) once it serves."""
+    return start_baton("mock", "--kind", kind, "--listen", "127.0.0.1:0", "--marker", marker, *args)

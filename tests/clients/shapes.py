@@ -4,6 +4,11 @@ check what the simulated provider behind a route received."""
 KINDS = {"gpt": "openai", "claude": "anthropic", "gemini": "gemini"}
 
 
+def expected(route):
+    """What the simulated provider behind `route` answers: its kind, three tokens."""
+    return " ".join(f"{KINDS[route]}{i}" for i in range(3))
+
+
 def tool_result_sent(route, body):
     """The text of the tool result a provider received, read from its own shape."""
     if KINDS[route] == "openai":

@@ -7,8 +7,8 @@ it started, and what each provider received."""
 import anthropic
 import pytest
 
-from processes import start_baton
-from shapes import KINDS, tool_names_sent, tool_result_sent
+from processes import start_mock
+from shapes import KINDS, expected, tool_names_sent, tool_result_sent
 from test_openai_sdk import serve, stop
 
 ROUTES = list(KINDS)
@@ -18,11 +18,6 @@ WEATHER_TOOL = {
     "description": "The weather in a city",
     "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
 }
-
-
-def expected(route):
-    """What the simulated provider behind `route` answers: its kind, three tokens."""
-    return " ".join(f"{KINDS[route]}{i}" for i in range(3))
 
 
 @pytest.fixture(scope="module")
@@ -108,12 +103,9 @@ def gateway():
     """A baton with a client key, a route that fails over and one that breaks mid-stream."""
     procs = []
     try:
-        healthy, healthy_addr = start_baton("mock", "--kind", "openai", "--listen", "127.0.0.1:0",
-                                            "--marker", "py", "--tokens", "4", "--first-token-ms", "5")
-        flaky, flaky_addr = start_baton("mock", "--kind", "anthropic", "--listen", "127.0.0.1:0",
-                                        "--marker", "leak", "--fault", "http_5xx")
-        broken, broken_addr = start_baton("mock", "--kind", "gemini", "--listen", "127.0.0.1:0",
-                                          "--marker", "cut", "--tokens", "10", "--fault", "midstream_close")
+        healthy, healthy_addr = start_mock("openai", "py", "--tokens", "4", "--first-token-ms", "5")
+        flaky, flaky_addr = start_mock("anthropic", "leak", "--fault", "http_5xx")
+        broken, broken_addr = start_mock("gemini", "cut", "--tokens", "10", "--fault", "midstream_close")
         procs += [healthy, flaky, broken]
         proxy, addr = serve(f"""
 listen = "127.0.0.1:0"

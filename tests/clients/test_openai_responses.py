@@ -9,7 +9,7 @@ import openai
 import pytest
 from pydantic import BaseModel
 
-from shapes import KINDS, schema_sent, tool_names_sent, tool_result_sent
+from shapes import KINDS, expected, schema_sent, tool_names_sent, tool_result_sent
 
 ROUTES = list(KINDS)
 
@@ -19,11 +19,6 @@ WEATHER_TOOL = {
     "description": "The weather in a city",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
 }
-
-
-def expected(route):
-    """What the simulated provider behind `route` answers: its kind, three tokens."""
-    return " ".join(f"{KINDS[route]}{i}" for i in range(3))
 
 
 @pytest.fixture(scope="module")

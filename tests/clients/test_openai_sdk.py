@@ -8,7 +8,7 @@ from pathlib import Path
 import openai
 import pytest
 
-from processes import start_baton
+from processes import start_baton, start_mock
 
 
 def serve(config):
@@ -26,12 +26,9 @@ def stop(procs):
 def gateway():
     procs = []
     try:
-        healthy, healthy_addr = start_baton("mock", "--kind", "gemini", "--listen", "127.0.0.1:0",
-                                      "--marker", "py", "--tokens", "5", "--first-token-ms", "10", "--gap-ms", "5")
-        flaky, flaky_addr = start_baton("mock", "--kind", "anthropic", "--listen", "127.0.0.1:0",
-                                  "--marker", "leak", "--fault", "error_event")
-        broken, broken_addr = start_baton("mock", "--kind", "openai", "--listen", "127.0.0.1:0",
-                                    "--marker", "cut", "--tokens", "10", "--fault", "midstream_close")
+        healthy, healthy_addr = start_mock("gemini", "py", "--tokens", "5", "--first-token-ms", "10", "--gap-ms", "5")
+        flaky, flaky_addr = start_mock("anthropic", "leak", "--fault", "error_event")
+        broken, broken_addr = start_mock("openai", "cut", "--tokens", "10", "--fault", "midstream_close")
         procs += [healthy, flaky, broken]
         config = f"""
 listen = "127.0.0.1:0"
@@ -118,8 +115,7 @@ def keyed():
     """A baton that needs a client key, in front of one simulated provider."""
     procs = []
     try:
-        provider, provider_addr = start_baton("mock", "--kind", "openai", "--listen", "127.0.0.1:0",
-                                        "--marker", "key", "--tokens", "3", "--first-token-ms", "5", "--gap-ms", "1")
+        provider, provider_addr = start_mock("openai", "key", "--tokens", "3", "--first-token-ms", "5", "--gap-ms", "1")
         procs.append(provider)
         config = f"""
 listen = "127.0.0.1:0"

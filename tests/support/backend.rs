@@ -54,3 +54,23 @@ impl Drop for TempDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// A scenario's two tests, one a backend: `$sqlite` runs it on a SQLite file
+/// in a fresh directory named after `$dir`, `$postgres` on a PostgreSQL
+/// server of its own, each failed rather than hung once `$limit` has passed.
+#[macro_export]
+macro_rules! on_each_backend {
+    ($scenario:ident within $limit:expr => $sqlite:ident($dir:literal), $postgres:ident) => {
+        #[test]
+        fn $sqlite() {
+            $crate::support::run($limit, $scenario($crate::support::backend::Backend::sqlite($dir)));
+        }
+
+        #[test]
+        fn $postgres() {
+            $crate::support::run($limit, async {
+                $scenario($crate::support::backend::Backend::postgres().await).await;
+            });
+        }
+    };
+}

@@ -26,13 +26,7 @@ pub struct Seen {
 pub struct HttpProxy {
     pub addr: SocketAddr,
     seen: Arc<Mutex<Vec<Seen>>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for HttpProxy {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+    task: super::Task,
 }
 
 impl HttpProxy {
@@ -57,7 +51,7 @@ impl HttpProxy {
                 tokio::spawn(serve(client, Arc::clone(&noted), refusal));
             }
         });
-        HttpProxy { addr, seen, task }
+        HttpProxy { addr, seen, task: task.into() }
     }
 
     /// `http://127.0.0.1:port`, optionally with `user:password@`.

@@ -64,3 +64,30 @@ pub async fn primary_then(
     };
     (primary, secondary, config)
 }
+
+/// Calls `$callback!(… $args … name => fault, …)` with every fault a
+/// matrix covers: `before_commit`, the faults that strike before the first
+/// token; `all`, those and the two that strike mid-stream.
+#[macro_export]
+macro_rules! with_faults {
+    (before_commit, $callback:ident!($($args:tt)*)) => {
+        $callback!($($args)*
+            refuse => baton::mock::Fault::Refuse,
+            http_5xx => baton::mock::Fault::Http5xx,
+            http_429 => baton::mock::Fault::Http429,
+            stall_headers => baton::mock::Fault::StallHeaders,
+            stall_first_token => baton::mock::Fault::StallFirstToken,
+            role_then_stall => baton::mock::Fault::RoleThenStall,
+            close_before_token => baton::mock::Fault::CloseBeforeToken,
+            malformed => baton::mock::Fault::Malformed,
+            error_event => baton::mock::Fault::ErrorEvent,
+            slow_first_token => baton::mock::Fault::SlowFirstToken,
+        );
+    };
+    (all, $callback:ident!($($args:tt)*)) => {
+        $crate::with_faults!(before_commit, $callback!($($args)*
+            midstream_stall => baton::mock::Fault::MidstreamStall,
+            midstream_close => baton::mock::Fault::MidstreamClose,
+        ));
+    };
+}

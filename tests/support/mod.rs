@@ -40,6 +40,21 @@ pub use redis::RedisServer;
 #[allow(unused_imports, reason = "each test file imports a different part")]
 pub use webhook::{Delivered, WebhookReceiver};
 
+/// A test server's background task, stopped when its server is dropped.
+pub struct Task(tokio::task::JoinHandle<()>);
+
+impl From<tokio::task::JoinHandle<()>> for Task {
+    fn from(handle: tokio::task::JoinHandle<()>) -> Self {
+        Task(handle)
+    }
+}
+
+impl Drop for Task {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Runs an async test as `#[tokio::test]` does, on a current-thread runtime
 /// of its own, and fails it instead of hanging it once `limit` has passed.
 pub fn run<T>(limit: Duration, test: impl Future<Output = T>) -> T {

@@ -11,13 +11,7 @@ pub struct Proxy {
     pub addr: SocketAddr,
     /// The proxy's engine, to look at provider health.
     pub engine: Engine,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+    task: super::Task,
 }
 
 impl Proxy {
@@ -47,7 +41,7 @@ impl Proxy {
         let task = tokio::spawn(async move {
             let _ = baton::serve(listener, state).await;
         });
-        Proxy { addr, engine, task }
+        Proxy { addr, engine, task: task.into() }
     }
 
     pub fn url(&self, path: &str) -> String {

@@ -68,13 +68,7 @@ pub struct TlsFront {
     pub addr: SocketAddr,
     /// The server name (SNI) of each session that completed its handshake.
     sessions: Arc<Mutex<Vec<Option<String>>>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for TlsFront {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+    task: super::Task,
 }
 
 impl TlsFront {
@@ -98,7 +92,7 @@ impl TlsFront {
                 });
             }
         });
-        TlsFront { addr, sessions, task }
+        TlsFront { addr, sessions, task: task.into() }
     }
 
     /// An OpenAI-style base URL naming this front by `host`.

@@ -42,13 +42,7 @@ struct Script {
 pub struct WebhookReceiver {
     pub addr: std::net::SocketAddr,
     received: tokio::sync::Mutex<mpsc::Receiver<Delivered>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for WebhookReceiver {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+    task: super::Task,
 }
 
 impl WebhookReceiver {
@@ -76,7 +70,7 @@ impl WebhookReceiver {
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
-        WebhookReceiver { addr, received: tokio::sync::Mutex::new(received), task }
+        WebhookReceiver { addr, received: tokio::sync::Mutex::new(received), task: task.into() }
     }
 
     /// The URL alerts go to.

@@ -7,9 +7,9 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { createAnthropic } from "@ai-sdk/anthropic";
-import { stepCountIs, streamText, tool } from "ai";
-import { z } from "zod";
+import { stepCountIs, streamText } from "ai";
 import { KINDS, offersWeather, startGateway, toolResultSent, UPSTREAM_PATH } from "./gateway.mjs";
+import { weatherTool } from "./ai-sdk-tools.mjs";
 
 let gateway;
 let anthropic;
@@ -18,18 +18,6 @@ before(async () => {
   anthropic = createAnthropic({ baseURL: gateway.baseURL, apiKey: "unused" });
 });
 after(() => gateway?.stop());
-
-/** A `get_weather` tool that notes each city it was asked about. */
-function weatherTool(calls) {
-  return tool({
-    description: "The weather in a city",
-    inputSchema: z.object({ city: z.string() }),
-    execute: async ({ city }) => {
-      calls.push(city);
-      return `18C and sunny in ${city}`;
-    },
-  });
-}
 
 for (const route of Object.keys(KINDS)) {
   const kind = KINDS[route];

@@ -14,9 +14,9 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { createOpenAI } from "@ai-sdk/openai";
-import { stepCountIs, streamText, tool } from "ai";
-import { z } from "zod";
+import { stepCountIs, streamText } from "ai";
 import { KINDS, offersWeather, startGateway, toolResultSent, UPSTREAM_PATH } from "./gateway.mjs";
+import { weatherTool } from "./ai-sdk-tools.mjs";
 
 let gateway;
 let openai;
@@ -36,18 +36,6 @@ before(async () => {
   });
 });
 after(() => gateway?.stop());
-
-/** A `get_weather` tool that notes each city it was asked about. */
-function weatherTool(calls) {
-  return tool({
-    description: "The weather in a city",
-    inputSchema: z.object({ city: z.string() }),
-    execute: async ({ city }) => {
-      calls.push(city);
-      return `18C and sunny in ${city}`;
-    },
-  });
-}
 
 /**
  * Runs `streamText` with `get_weather` over up to four steps through

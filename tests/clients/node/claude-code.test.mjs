@@ -23,7 +23,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
-  assertAgentAnswered, assertChatToolRoundTrip, providerToml, recorded, runAgent, serve, startMock, textOf,
+  assertAgentAnswered, assertChatToolRoundTrip, assertMessagesToolRoundTrip, recorded, runAgent, serveRoute, startMock,
 } from "./gateway.mjs";
 
 const here = new URL(".", import.meta.url).pathname;
@@ -47,11 +47,7 @@ async function mock(kind, args = []) {
 
 /** Starts baton with the key "agent" and one route to these targets ([name, mock] pairs). */
 async function gateway(route, targets, routeExtra = "") {
-  let config = `listen = "127.0.0.1:0"\n\n[[keys]]\nname = "agent"\nkey = "${KEY}"\n`;
-  for (const [name, target] of targets) config += providerToml(name, target);
-  const list = targets.map(([name]) => `{ provider = "${name}", model = "${name}-sim" }`).join(", ");
-  config += `\n[[routes]]\nmodel = "${route}"\n${routeExtra}targets = [${list}]\n`;
-  const { proc, addr } = await serve(config);
+  const { proc, addr } = await serveRoute(KEY, route, targets, routeExtra);
   procs.push(proc);
   return `http://${addr}`;
 }
@@ -107,13 +103,7 @@ test("claude -p works through baton to an Anthropic-kind target", { timeout: 900
   assert.deepEqual(first.tools.map((t) => t.name), ["Read"], "Claude Code offered its Read tool");
   assert.ok(first.system, "Claude Code's system prompt came through");
 
-  const [assistant, result] = second.messages.slice(-2);
-  assert.equal(textOf(assistant.content), "anthropic0 anthropic1 anthropic2", "the first answer's words came back whole");
-  const call = assistant.content.find((b) => b.type === "tool_use");
-  assert.deepEqual([call?.name, call?.input], ["Read", { file_path: "Paris" }], "the tool call came back as streamed");
-  const block = result.content.find((b) => b.type === "tool_result");
-  assert.equal(block?.tool_use_id, call.id, "the tool's result answers that call");
-  assert.ok(textOf(block.content).includes(WEATHER), "the tool's result carries what Read found");
+  assertMessagesToolRoundTrip(second.messages, "anthropic0 anthropic1 anthropic2", "Read", { file_path: "Paris" }, WEATHER);
 });
 
 test("claude -p fails over from a failing Anthropic target to an OpenAI-kind one", { timeout: 90000 }, async () => {

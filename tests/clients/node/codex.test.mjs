@@ -33,7 +33,7 @@ import { createServer, request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
-  assertAgentAnswered, assertChatToolRoundTrip, providerToml, recorded, runAgent, serve, startMock, textOf,
+  assertAgentAnswered, assertChatToolRoundTrip, assertMessagesToolRoundTrip, recorded, runAgent, serveRoute, startMock, textOf,
 } from "./gateway.mjs";
 
 const here = new URL(".", import.meta.url).pathname;
@@ -56,11 +56,7 @@ async function mock(kind) {
 
 /** Starts baton with the key "agent" and one route to these targets ([name, mock] pairs); resolves with its address. */
 async function gateway(route, targets, routeExtra = "") {
-  let config = `listen = "127.0.0.1:0"\n\n[[keys]]\nname = "agent"\nkey = "${KEY}"\n`;
-  for (const [name, target] of targets) config += providerToml(name, target);
-  const list = targets.map(([name]) => `{ provider = "${name}", model = "${name}-sim" }`).join(", ");
-  config += `\n[[routes]]\nmodel = "${route}"\n${routeExtra}targets = [${list}]\n`;
-  const { proc, addr } = await serve(config);
+  const { proc, addr } = await serveRoute(KEY, route, targets, routeExtra);
   stops.push(() => proc.kill());
   return addr;
 }
@@ -237,14 +233,8 @@ test("codex exec works through baton to an Anthropic-kind target", { timeout: 90
     assert.ok(body.tools.every((t) => t.input_schema), "only function tools reached the target");
     assert.match(textOf(body.system), /Codex CLI/, "Codex's developer instructions, as the system prompt");
   }
-  const [assistant, result] = records[1].body.messages.slice(-2);
-  assert.equal(textOf(assistant.content.filter((b) => b.type === "text")), "anthropic0 anthropic1 anthropic2",
-    "the first answer's words came back whole");
-  const call = assistant.content.find((b) => b.type === "tool_use");
-  assert.deepEqual([call?.name, call?.input], ["exec_command", { cmd: "Paris" }], "the tool call came back as streamed");
-  const block = result.content.find((b) => b.type === "tool_result");
-  assert.equal(block?.tool_use_id, call.id, "the command's output answers that call");
-  assert.ok(textOf(block.content).includes(RAN), "carrying what the command printed");
+  const words = "anthropic0 anthropic1 anthropic2";
+  assertMessagesToolRoundTrip(records[1].body.messages, words, "exec_command", { cmd: "Paris" }, RAN);
 });
 
 // `client_metadata` asks nothing of the answer, so a target goes without

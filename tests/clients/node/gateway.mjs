@@ -54,6 +54,19 @@ export function serve(config) {
   return start(["serve", "--config", path]);
 }
 
+/**
+ * Starts baton with the client key `key` (named "agent") and one route
+ * `route` to these targets ([name, mock] pairs, each asked for
+ * `<name>-sim`); resolves with its process and address.
+ */
+export function serveRoute(key, route, targets, routeExtra = "") {
+  let config = `listen = "127.0.0.1:0"\n\n[[keys]]\nname = "agent"\nkey = "${key}"\n`;
+  for (const [name, target] of targets) config += providerToml(name, target);
+  const list = targets.map(([name]) => `{ provider = "${name}", model = "${name}-sim" }`).join(", ");
+  config += `\n[[routes]]\nmodel = "${route}"\n${routeExtra}targets = [${list}]\n`;
+  return serve(config);
+}
+
 /** Every request a started mock received, in order: `{path, headers, body, fault}`. */
 export async function recorded(mock) {
   const response = await fetch(`http://${mock.addr}/__requests`);
@@ -137,6 +150,22 @@ export function schemaSent(route, body) {
 export function textOf(content) {
   if (typeof content === "string") return content;
   return content.map((block) => (block.type === "text" ? block.text : block.content ? textOf(block.content) : "")).join("");
+}
+
+/**
+ * Checks an Anthropic Messages conversation's last two messages after one
+ * tool round trip: the assistant's streamed `words` and its `tool_use` of
+ * `name` with `input`, then the `tool_result` answering that call and
+ * holding `found`.
+ */
+export function assertMessagesToolRoundTrip(messages, words, name, input, found) {
+  const [assistant, result] = messages.slice(-2);
+  assert.equal(textOf(assistant.content.filter((b) => b.type === "text")), words, "the first answer's words came back whole");
+  const call = assistant.content.find((b) => b.type === "tool_use");
+  assert.deepEqual([call?.name, call?.input], [name, input], "the tool call came back as streamed");
+  const block = result.content.find((b) => b.type === "tool_result");
+  assert.equal(block?.tool_use_id, call.id, "the tool's result answers that call");
+  assert.ok(textOf(block.content).includes(found), `the tool's result carries ${found}`);
 }
 
 /**

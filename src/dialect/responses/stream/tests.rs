@@ -6,6 +6,7 @@ use serde_json::{Map, Value, json};
 
 use super::*;
 use crate::dialect::test_support::{call, named_events};
+use crate::dialect::{ApiError, Encoder};
 
 fn options() -> Options {
     Options { echo: Map::new() }

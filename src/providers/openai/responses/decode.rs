@@ -109,6 +109,45 @@ struct OutputDetails {
     reasoning_tokens: Option<u64>,
 }
 
+impl ResponsesDecoder {
+    /// A function call's first event: its id and name, under the next index.
+    fn call_began(&mut self, item: Item, output_index: Option<u64>) -> Event {
+        let index = u32::try_from(self.calls.len()).unwrap_or(u32::MAX);
+        self.calls.push(output_index.unwrap_or(u64::MAX));
+        Event::ToolCall(ToolCallDelta { index, id: item.call_id, name: item.name, arguments: String::new() })
+    }
+
+    /// A fragment of the arguments of the call at `output_index`, which must have begun.
+    fn arguments(&self, fragment: Option<String>, output_index: Option<u64>) -> Result<Vec<Event>, ProviderError> {
+        let index = self.calls.iter().position(|at| Some(*at) == output_index);
+        match (index, fragment) {
+            (Some(index), Some(arguments)) => Ok(vec![Event::ToolCall(ToolCallDelta {
+                index: u32::try_from(index).unwrap_or(u32::MAX),
+                id: None,
+                name: None,
+                arguments,
+            })]),
+            (None, Some(_)) => Err(ProviderError::Malformed("arguments for a function call that never began".into())),
+            (_, None) => Ok(Vec::new()),
+        }
+    }
+
+    /// The end of the answer: its usage, then why it finished.
+    fn ended(&mut self, response: Option<Response>) -> Result<Vec<Event>, ProviderError> {
+        self.done = true;
+        let response = response.ok_or_else(|| ProviderError::Malformed("an end without its response".into()))?;
+        let mut events: Vec<Event> = response.usage.map(usage).map(Event::Usage).into_iter().collect();
+        let reason = response.incomplete_details.and_then(|details| details.reason);
+        events.push(Event::Finish(match reason.as_deref() {
+            Some("max_output_tokens") => FinishReason::Length,
+            Some("content_filter") => FinishReason::ContentFilter,
+            _ if !self.calls.is_empty() => FinishReason::ToolCalls,
+            _ => FinishReason::Stop,
+        }));
+        Ok(events)
+    }
+}
+
 impl Decoder for ResponsesDecoder {
     fn on_event(&mut self, sse: &SseEvent) -> Result<Vec<Event>, ProviderError> {
         let wire: Wire = match serde_json::from_str(&sse.data) {
@@ -125,33 +164,10 @@ impl Decoder for ResponsesDecoder {
                 delta().map(Event::Reasoning).into_iter().collect()
             }
             "response.output_item.added" => match wire.item {
-                Some(item) if item.kind == "function_call" => {
-                    let index = u32::try_from(self.calls.len()).unwrap_or(u32::MAX);
-                    self.calls.push(wire.output_index.unwrap_or(u64::MAX));
-                    vec![Event::ToolCall(ToolCallDelta {
-                        index,
-                        id: item.call_id,
-                        name: item.name,
-                        arguments: String::new(),
-                    })]
-                }
+                Some(item) if item.kind == "function_call" => vec![self.call_began(item, wire.output_index)],
                 _ => Vec::new(),
             },
-            "response.function_call_arguments.delta" => {
-                let index = self.calls.iter().position(|at| Some(*at) == wire.output_index);
-                match (index, delta()) {
-                    (Some(index), Some(arguments)) => vec![Event::ToolCall(ToolCallDelta {
-                        index: u32::try_from(index).unwrap_or(u32::MAX),
-                        id: None,
-                        name: None,
-                        arguments,
-                    })],
-                    (None, Some(_)) => {
-                        return Err(ProviderError::Malformed("arguments for a function call that never began".into()));
-                    }
-                    (_, None) => Vec::new(),
-                }
-            }
+            "response.function_call_arguments.delta" => self.arguments(delta(), wire.output_index)?,
             // Encrypted reasoning, which the client may send back on its next turn.
             "response.output_item.done" => match wire.item {
                 Some(Item { kind, encrypted_content: Some(encrypted), .. }) if kind == "reasoning" => {
@@ -159,20 +175,7 @@ impl Decoder for ResponsesDecoder {
                 }
                 _ => Vec::new(),
             },
-            "response.completed" | "response.incomplete" => {
-                self.done = true;
-                let response =
-                    wire.response.ok_or_else(|| ProviderError::Malformed("an end without its response".into()))?;
-                let mut events: Vec<Event> = response.usage.map(usage).map(Event::Usage).into_iter().collect();
-                let reason = response.incomplete_details.and_then(|details| details.reason);
-                events.push(Event::Finish(match reason.as_deref() {
-                    Some("max_output_tokens") => FinishReason::Length,
-                    Some("content_filter") => FinishReason::ContentFilter,
-                    _ if !self.calls.is_empty() => FinishReason::ToolCalls,
-                    _ => FinishReason::Stop,
-                }));
-                events
-            }
+            "response.completed" | "response.incomplete" => self.ended(wire.response)?,
             "response.failed" => {
                 let error = wire.response.and_then(|response| response.error);
                 let detail = error.map(|error| described(error.code.as_ref(), error.message.as_deref()));

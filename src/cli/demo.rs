@@ -11,7 +11,7 @@ use std::time::Duration;
 use baton::config::{self, StoreBackend};
 use baton::mock::{Fault, MockProvider, Schedule};
 
-use crate::AnyError;
+use super::AnyError;
 
 /// The faults the flaky primary draws from, on about half its requests.
 const FLAKY: [Fault; 6] = [
@@ -23,7 +23,7 @@ const FLAKY: [Fault; 6] = [
     Fault::Malformed,
 ];
 
-#[expect(clippy::print_stdout, reason = "the demo tells the user what to run")]
+/// Serves the demo on `listen` until it is stopped.
 pub(crate) async fn run(listen: SocketAddr) -> Result<(), AnyError> {
     let flaky = MockProvider::anthropic()
         .marker("flaky")
@@ -42,9 +42,25 @@ pub(crate) async fn run(listen: SocketAddr) -> Result<(), AnyError> {
         .gap(Duration::from_millis(40))
         .spawn()
         .await?;
-    let listener = crate::bind(listen)?;
+    let listener = super::serve::bind(listen)?;
     let listen = listener.local_addr()?;
-    let text = format!(
+    let text = demo_toml(listen, &flaky.base_url(), &steady.base_url());
+    // Only the standard OTEL_* variables reach the demo's config: they turn traces on.
+    let mut config =
+        config::parse(&text, "demo", &|name| name.starts_with("OTEL_").then(|| std::env::var(name).ok())?)?;
+    let records = TempDir::create()?;
+    config.store.backend = StoreBackend::Sqlite { path: records.0.join("demo.db") };
+    tracing::info!(path = %records.0.display(), "the demo records its requests here until it stops");
+    welcome(listen);
+    let served = super::serve::serve_on(listener, config, None).await;
+    drop(records);
+    served
+}
+
+/// The demo's config: baton on `listen` in front of the flaky provider at
+/// `flaky` and the steady one at `steady`, with a drill of its route.
+fn demo_toml(listen: SocketAddr, flaky: &str, steady: &str) -> String {
+    format!(
         r#"listen = "{listen}"
 
 [[providers]]
@@ -72,15 +88,12 @@ route = "chat"
 every = "30s"
 fail = ["flaky-anthropic=http_5xx"]
 "#,
-        flaky = flaky.base_url(),
-        steady = steady.base_url(),
-    );
-    // Only the standard OTEL_* variables reach the demo's config: they turn traces on.
-    let mut config =
-        config::parse(&text, "demo", &|name| name.starts_with("OTEL_").then(|| std::env::var(name).ok())?)?;
-    let records = TempDir::create()?;
-    config.store.backend = StoreBackend::Sqlite { path: records.0.join("demo.db") };
-    tracing::info!(path = %records.0.display(), "the demo records its requests here until it stops");
+    )
+}
+
+/// Tells the user what is running and what to try.
+#[expect(clippy::print_stdout, reason = "the demo tells the user what to run")]
+fn welcome(listen: SocketAddr) {
     println!("baton demo: a flaky simulated Anthropic (fails about half its requests) and a steady simulated OpenAI,");
     println!(
         "behind baton on http://{listen}. Route \"chat\" tries the flaky one first, with an 800 ms first-token deadline."
@@ -98,9 +111,6 @@ fail = ["flaky-anthropic=http_5xx"]
     println!("Requests are recorded for the page's charts in a temporary database, removed when the demo stops.");
     println!("Every 30 s a drill fails the flaky provider on purpose and checks that the steady one answers.");
     println!();
-    let served = crate::serve_on(listener, config, None).await;
-    drop(records);
-    served
 }
 
 /// A directory of the demo's own under the system's temporary directory,

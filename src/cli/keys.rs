@@ -12,7 +12,7 @@ use baton::store::keys::{self, KeyBudget, KeyRequest, StoredKey};
 use baton::store::{Db, now_ms};
 use clap::Subcommand;
 
-use crate::AnyError;
+use super::AnyError;
 
 /// The longest a keys command waits for the store.
 const STORE_LIMIT: Duration = Duration::from_secs(10);

@@ -1,0 +1,181 @@
+//! The answer, built from what the engine returns: a streamed one as SSE
+//! in the client's dialect, relayed and measured from inside the response;
+//! a whole one as one body; and what the request's watch and the alerts
+//! hear when there is none.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::{Bytes, BytesMut};
+use futures_util::{FutureExt, StreamExt};
+
+use super::AppState;
+use super::error::stream_failure;
+use super::panic::GuardedStream;
+use crate::config::Route;
+use crate::core::{AttemptRecord, Call, CommittedStream, Failure, ProxyError, Winner};
+use crate::dialect::{ApiError, Dialect, Encoder};
+use crate::event::Event;
+use crate::observe::RequestWatch;
+
+/// How much of the answer may leave in one write when events arrive together.
+const COALESCE_BYTES: usize = 16 * 1024;
+
+/// A streamed answer: headers and the first chunk at commit, then the relay.
+pub(super) async fn stream<D: Dialect>(
+    state: &AppState,
+    route: &Arc<Route>,
+    call: Call,
+    mut watch: Box<RequestWatch>,
+    options: D::Options,
+) -> Result<Response, ApiError> {
+    let engine = state.engine();
+    let committed = tokio::select! {
+        committed = engine.stream(route, call) => committed,
+        () = state.drained() => Err(ProxyError::ShuttingDown),
+    };
+    let committed = committed.inspect_err(|err| failed(state, route, &mut watch, err))?;
+    let price = route.targets.get(committed.winner.target).and_then(|target| target.price);
+    watch.committed(&committed.winner, price, Some(engine.health().provider(&committed.winner.provider)));
+    let encoder = D::encoder(&committed.winner.model, options);
+    let id = Arc::clone(watch.id());
+    let sse = sse_body(committed.events, encoder, watch, state.clone());
+    let body = Body::from_stream(GuardedStream::new(sse, id, D::Encoder::panicked));
+    let mut response = (StatusCode::OK, body).into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    winner_headers(headers, &committed.winner);
+    Ok(response)
+}
+
+/// A whole answer as one body, sent only once it has all arrived.
+pub(super) async fn complete<D: Dialect>(
+    state: &AppState,
+    route: &Route,
+    call: &Call,
+    mut watch: Box<RequestWatch>,
+    options: D::Options,
+) -> Result<Response, ApiError> {
+    let completed = tokio::select! {
+        completed = state.engine().complete(route, call) => completed,
+        () = state.drained() => Err(ProxyError::ShuttingDown),
+    };
+    let completed = completed.inspect_err(|err| failed(state, route, &mut watch, err))?;
+    let price = route.targets.get(completed.winner.target).and_then(|target| target.price);
+    watch.committed(&completed.winner, price, None);
+    for event in &completed.events {
+        heard(&mut watch, event);
+    }
+    watch.end("ok");
+    let body = D::completion(&completed.winner.model, options, completed.events);
+    let json = [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))];
+    let mut response = (json, body).into_response();
+    winner_headers(response.headers_mut(), &completed.winner);
+    Ok(response)
+}
+
+/// Relays a committed stream as SSE in the encoder's dialect: each event,
+/// then the complete answer's end (OpenAI's `[DONE]`), or an error event and
+/// no such end if the stream fails or the proxy shuts down. Generic over the
+/// encoder, so no event goes through dynamic dispatch. Events that are
+/// already waiting leave together in one write; nothing waits for more.
+fn sse_body<E: Encoder>(
+    events: CommittedStream,
+    encoder: E,
+    watch: Box<RequestWatch>,
+    state: AppState,
+) -> impl futures_util::Stream<Item = Result<Bytes, std::convert::Infallible>> + Send {
+    let drained: Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(async move { state.drained().await });
+    futures_util::stream::unfold(Some((events, encoder, watch, drained)), |relay| async move {
+        let (mut events, mut encoder, mut watch, mut drained) = relay?;
+        let mut out = BytesMut::new();
+        let mut next = tokio::select! {
+            next = events.next() => next,
+            () = &mut drained => Some(Err(Failure::ShuttingDown)),
+        };
+        loop {
+            match next {
+                Some(Ok(event)) => {
+                    heard(&mut watch, &event);
+                    encoder.write_event(event, &mut out);
+                }
+                Some(Err(failure)) => {
+                    watch.end(failure.kind());
+                    tracing::warn!(request_id = %watch.id(), failure_class = failure.kind(), error = %failure.summary(), "stream failed after commit");
+                    encoder.write_failure(&stream_failure(&failure), &mut out);
+                    return Some((Ok(out.freeze()), None));
+                }
+                None => {
+                    watch.end("ok");
+                    encoder.write_done(&mut out);
+                    return Some((Ok(out.freeze()), None));
+                }
+            }
+            if out.len() >= COALESCE_BYTES {
+                break;
+            }
+            match events.next().now_or_never() {
+                Some(ready) => next = ready,
+                None if out.is_empty() => {
+                    next = tokio::select! {
+                        next = events.next() => next,
+                        () = &mut drained => Some(Err(Failure::ShuttingDown)),
+                    };
+                }
+                None => break,
+            }
+        }
+        Some((Ok(out.freeze()), Some((events, encoder, watch, drained))))
+    })
+}
+
+/// Tells the watch what it measures of an answer's event: its usage and its text.
+fn heard(watch: &mut RequestWatch, event: &Event) {
+    match event {
+        Event::Usage(usage) => watch.usage(*usage),
+        Event::Text(text) => watch.answer_text(text),
+        _ => {}
+    }
+}
+
+/// The request got no answer: its watch hears why, with each attempt for
+/// the request log when it keeps one; when every target failed (not the
+/// client's request, not only drills), so do the alerts.
+fn failed(state: &AppState, route: &Route, watch: &mut RequestWatch, err: &ProxyError) {
+    if let ProxyError::AllFailed(attempts) = err
+        && !attempts.iter().all(|attempt| matches!(attempt.failure, Failure::Drill(_)))
+    {
+        state.ops().alerts().raise(crate::ops::alerts::Alert::route_exhausted(&route.model, err));
+    }
+    let tried =
+        if watch.is_recording() { err.attempts().iter().map(AttemptRecord::tried).collect() } else { Vec::new() };
+    watch.failed(err.kind(), err.status(), tried);
+}
+
+/// Says who answered: the provider, its model, the attempts it took, and
+/// the fields of the request that were dropped on the way.
+fn winner_headers(headers: &mut HeaderMap, winner: &Winner) {
+    let values = [
+        ("x-baton-provider", winner.provider.to_string()),
+        ("x-baton-model", winner.model.clone()),
+        ("x-baton-attempts", winner.attempts.to_string()),
+    ];
+    for (name, value) in values {
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            headers.insert(name, value);
+        }
+    }
+    // Field names are the client's JSON keys: anything a header cannot carry becomes `?`.
+    let dropped: String =
+        winner.dropped.join(", ").chars().map(|c| if c == ' ' || c.is_ascii_graphic() { c } else { '?' }).collect();
+    if !dropped.is_empty()
+        && let Ok(value) = HeaderValue::from_str(&dropped)
+    {
+        headers.insert("x-baton-dropped-params", value);
+    }
+}
