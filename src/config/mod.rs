@@ -7,6 +7,7 @@ mod keys;
 mod money;
 mod ops;
 mod raw;
+mod retry_budget;
 mod routing;
 mod secret;
 mod state;
@@ -25,6 +26,7 @@ use thiserror::Error;
 
 pub use money::{Budget, BudgetAction, BudgetScope, BudgetWindow, Budgets, Price, RequestCap, add_usd};
 pub use ops::{AlertEvent, DEFAULT_DRILL_MAX_TOKENS, DEFAULT_DRILL_PROMPT, Drill, DrillExpect, Webhook};
+pub use retry_budget::RetryBudgetSettings;
 pub use secret::Secret;
 pub use state::{DEFAULT_KEY_PREFIX, DEFAULT_REDIS_URL, DEFAULT_STATE_TIMEOUT, StateBackend, StateConfig};
 pub use store::{DEFAULT_RETENTION_DAYS, DEFAULT_STORE_FILE, StoreBackend, StoreConfig};
@@ -197,6 +199,8 @@ pub struct Route {
     pub retry_backoff: Duration,
     /// The longest `Retry-After` worth waiting for; a longer one fails over.
     pub max_retry_wait: Duration,
+    /// How many retries and hedges the route's requests may add.
+    pub retry_budget: RetryBudgetSettings,
     /// What a stream that breaks after commit does.
     pub on_midstream_failure: MidstreamPolicy,
     /// What the route does with request fields and answer parts beyond text.

@@ -117,6 +117,7 @@ pub(super) struct RawRoute {
     pub commit_after_ms: Option<Spanned<u64>>,
     pub retry_backoff_ms: Option<Spanned<u64>>,
     pub max_retry_wait_ms: Option<Spanned<u64>>,
+    pub retry_budget: Option<Spanned<super::retry_budget::RawRetryBudget>>,
     pub on_midstream_failure: Option<Spanned<String>>,
     pub unsupported_params: Option<Spanned<String>>,
     pub validate_json: Option<bool>,

@@ -325,6 +325,7 @@ impl Checker<'_> {
             self.millis(raw.retry_backoff_ms.as_ref(), &key("retry_backoff_ms"), DEFAULT_RETRY_BACKOFF)?;
         let max_retry_wait =
             raw.max_retry_wait_ms.as_ref().map_or(DEFAULT_MAX_RETRY_WAIT, |ms| Duration::from_millis(*ms.get_ref()));
+        let retry_budget = self.retry_budget(raw, &key("retry_budget"))?;
         let on_midstream_failure = self.midstream(raw, &key("on_midstream_failure"))?;
         let surface = self.surface(raw, &key("unsupported_params"))?;
         let max_resumes = raw.max_resumes.as_ref().map_or(1, |n| *n.get_ref());
@@ -343,6 +344,7 @@ impl Checker<'_> {
             commit,
             retry_backoff,
             max_retry_wait,
+            retry_budget,
             on_midstream_failure,
             surface,
             max_resumes,
