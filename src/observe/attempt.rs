@@ -166,3 +166,40 @@ impl Drop for Sending<'_> {
 fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resilience::{BreakerSettings, Health, Tally};
+
+    fn failed(class: Class) -> AttemptResult<'static> {
+        AttemptResult::Failed { class, summary: class.label.to_owned(), detail: &"in the provider's words" }
+    }
+
+    #[test]
+    fn each_report_is_counted_once_and_a_drill_or_a_skip_leaves_the_provider_s_health_alone() {
+        let metrics = Arc::new(Metrics::new());
+        let observer = AttemptObserver::new(Arc::clone(&metrics));
+        let health = Health::new([("a", BreakerSettings::default())]);
+        let provider = health.provider("a");
+        let trace = TraceHandle::default();
+        let report = |drilled, result| {
+            let start = AttemptStart { provider: "a", kind: "openai", model: "m", retry: 0 };
+            let attempt = AttemptInfo { request_id: "req", trace: &trace, health: &provider, start, drilled };
+            AttemptReport { attempt, elapsed: Duration::from_millis(5), result, span: None }
+        };
+        let server = Class::upstream("http_5xx");
+        observer.observe(report(false, AttemptResult::Committed { ttft: Duration::from_millis(3) }));
+        observer.observe(report(false, failed(server)));
+        observer.observe(report(true, failed(Class { label: "drill", charge_breaker: false, ..server })));
+        observer.observe(report(false, failed(Class { skip: true, ..Class::baton("breaker_open") })));
+        let counted = provider.attempts(1);
+        assert_eq!(counted, Tally { total: 2, ok: 1, failed: 1 }, "only the answer and the real 5xx reach health");
+        let text = metrics.render(&health);
+        for outcome in ["committed", "http_5xx", "drill", "breaker_open"] {
+            let line = format!("baton_attempts_total{{provider=\"a\",outcome=\"{outcome}\"}} 1");
+            assert!(text.contains(&line), "{line} in:\n{text}");
+        }
+        assert!(text.contains("baton_time_to_first_token_seconds_count{provider=\"a\"} 1"), "{text}");
+    }
+}
