@@ -13,6 +13,7 @@ mod ops;
 mod price;
 mod provider;
 mod raw;
+mod retry_budget;
 mod route;
 mod secret;
 mod state;
@@ -30,6 +31,7 @@ pub use keys::Access;
 pub use ops::{AlertEvent, DEFAULT_DRILL_MAX_TOKENS, DEFAULT_DRILL_PROMPT, Drill, DrillExpect, Webhook};
 pub use price::Price;
 pub use provider::Provider;
+pub use retry_budget::RetryBudgetSettings;
 pub use route::{
     CommitWindow, DEFAULT_FIRST_TOKEN_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_ANSWER_BYTES, DEFAULT_MAX_COOLDOWN,
     DEFAULT_MAX_RETRY_WAIT, DEFAULT_REQUEST_BOUND, DEFAULT_RETRY_BACKOFF, Hedge, MidstreamPolicy, Route, Strategy,

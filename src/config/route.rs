@@ -14,6 +14,7 @@ use toml::Spanned;
 use super::check::Checker;
 use super::error::ConfigError;
 use super::provider::Provider;
+use super::retry_budget::{self, RetryBudgetSettings};
 use super::target::{self, RawTarget, Target};
 
 /// How long an attempt may take to its first token when the route does not say.
@@ -46,6 +47,7 @@ pub(super) struct RawRoute {
     pub commit_after_ms: Option<Spanned<u64>>,
     pub retry_backoff_ms: Option<Spanned<u64>>,
     pub max_retry_wait_ms: Option<Spanned<u64>>,
+    pub retry_budget: Option<Spanned<super::retry_budget::RawRetryBudget>>,
     pub on_midstream_failure: Option<Spanned<String>>,
     pub unsupported_params: Option<Spanned<String>>,
     pub validate_json: Option<bool>,
@@ -84,6 +86,8 @@ pub struct Route {
     pub retry_backoff: Duration,
     /// The longest `Retry-After` worth waiting for; a longer one fails over.
     pub max_retry_wait: Duration,
+    /// How many retries and hedges the route's requests may add.
+    pub retry_budget: RetryBudgetSettings,
     /// What a stream that breaks after commit does.
     pub on_midstream_failure: MidstreamPolicy,
     /// What the route does with request fields and answer parts beyond text.
@@ -232,6 +236,7 @@ pub(super) fn check(
     let retry_backoff = check.millis(raw.retry_backoff_ms.as_ref(), &key("retry_backoff_ms"), DEFAULT_RETRY_BACKOFF)?;
     let max_retry_wait =
         raw.max_retry_wait_ms.as_ref().map_or(DEFAULT_MAX_RETRY_WAIT, |ms| Duration::from_millis(*ms.get_ref()));
+    let retry_budget = retry_budget::check(check, raw, &key("retry_budget"))?;
     let on_midstream_failure = midstream(check, raw, &key("on_midstream_failure"))?;
     let surface = surface(check, raw, &key("unsupported_params"))?;
     let max_resumes = raw.max_resumes.as_ref().map_or(1, |n| *n.get_ref());
@@ -250,6 +255,7 @@ pub(super) fn check(
         commit,
         retry_backoff,
         max_retry_wait,
+        retry_budget,
         on_midstream_failure,
         surface,
         max_resumes,

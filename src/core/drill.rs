@@ -11,7 +11,8 @@ use crate::providers::{EventStream, Opener, Opening, ProviderError, ProviderKind
 /// Tokens a mid-stream drill lets through before it breaks the stream.
 const MIDSTREAM_DRILL_TOKENS: usize = 3;
 
-/// The fault classes a drill can inject (DESIGN.md §3).
+/// The fault classes a drill can inject: those of the fault table in
+/// `docs/failover.md`, each by its name there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DrillFault {
     /// A refused connection.
@@ -85,8 +86,8 @@ impl DrillFault {
 /// A provider under a drill: a pre-commit fault answers without calling the
 /// provider (a stall is a stream that never speaks, so the core's own
 /// deadline ends it), a mid-stream fault lets the real answer start and
-/// breaks it. The core tags what comes out as a drill, so nothing of it
-/// reaches the provider's breaker or health.
+/// breaks it. The attempt it opens is marked as drilled, so nothing of its
+/// failure reaches the provider's breaker or health.
 pub(super) struct Drilled<'a> {
     /// The real way to the provider.
     pub real: &'a dyn Opener,

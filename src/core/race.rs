@@ -11,9 +11,9 @@ use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use tokio::time::{Instant, sleep_until};
 
-use super::attempt::TargetRun;
+use super::turn::TargetRun;
 use super::{AttemptRecord, ProxyError};
-use crate::config::Route;
+use crate::config::Target;
 use crate::providers::ProviderError;
 
 /// The candidates not tried yet.
@@ -41,7 +41,7 @@ impl Queue {
 
     /// The next candidate that can hold the request, and whether it is a
     /// last resort; the last resort begins when the order is used up.
-    pub(super) fn next(&mut self, route: &Route) -> Option<(usize, bool)> {
+    pub(super) fn next(&mut self, targets: &[Target]) -> Option<(usize, bool)> {
         if self.pending.is_empty() && !self.forced && !self.last_resort.is_empty() {
             self.last_resort.sort_unstable();
             self.pending.extend(self.last_resort.drain(..).map(|(_, index)| index));
@@ -49,7 +49,7 @@ impl Queue {
         }
         let floor = self.needs_window_above;
         let fits = |index: &usize| {
-            let window = route.targets.get(*index).and_then(|t| t.context_window);
+            let window = targets.get(*index).and_then(|t| t.context_window);
             floor.is_none_or(|floor| window.is_none_or(|w| w > floor))
         };
         while let Some(index) = self.pending.pop_front() {

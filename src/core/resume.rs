@@ -8,29 +8,34 @@ use std::sync::Arc;
 use futures_util::{StreamExt, stream};
 use tokio::time::Instant;
 
-use super::attempt::Ask;
+use super::ask::Ask;
+use super::budget::RetryBudget;
+use super::pass::{self, Plan};
+use super::rules::Rules;
 use super::splice::Splice;
-use super::{Call, CommittedStream, Engine, Failure, Plan, Winner};
+use super::{Call, CommittedStream, Engine, Failure, Winner};
 use crate::config::Route;
 use crate::event::{Event, Usage};
+
+/// What a broken stream is continued with: the request, its route (the
+/// targets and `max_resumes`), the route's views and retry budget, and the
+/// request's deadline, if the route sets one.
+pub(super) struct Continuation {
+    pub engine: Engine,
+    pub route: Arc<Route>,
+    pub rules: Rules,
+    pub budget: Arc<RetryBudget>,
+    pub call: Call,
+    pub deadline: Option<Instant>,
+}
 
 /// Wraps `first`, the winner's committed stream, so that a failure is
 /// resumed by the route's other targets, at most `max_resumes` times and
 /// within the request deadline. Answers with tool calls are not resumed.
-pub(super) fn resumable(
-    engine: Engine,
-    route: Arc<Route>,
-    call: Call,
-    winner: &Winner,
-    deadline: Option<Instant>,
-    first: CommittedStream,
-) -> CommittedStream {
+pub(super) fn resumable(from: Continuation, winner: &Winner, first: CommittedStream) -> CommittedStream {
     let state = Resuming {
-        resumes_left: route.max_resumes,
-        engine,
-        route,
-        call,
-        deadline,
+        resumes_left: from.route.max_resumes,
+        from,
         current: first,
         current_target: winner.target,
         text: String::new(),
@@ -46,10 +51,7 @@ pub(super) fn resumable(
 }
 
 struct Resuming {
-    engine: Engine,
-    route: Arc<Route>,
-    call: Call,
-    deadline: Option<Instant>,
+    from: Continuation,
     current: CommittedStream,
     current_target: usize,
     /// The text the client has been sent.
@@ -119,7 +121,7 @@ impl Resuming {
     /// but no longer resumed, so its copy stops growing.
     fn send_text(&mut self, text: String) {
         if !self.too_long {
-            if self.text.len().saturating_add(text.len()) <= self.route.limits.max_answer_bytes {
+            if self.text.len().saturating_add(text.len()) <= self.from.rules.max_answer_bytes {
                 self.text.push_str(&text);
             } else {
                 self.too_long = true;
@@ -137,34 +139,39 @@ impl Resuming {
 
     /// Starts a continuation after `failure`, or says why there is none.
     async fn resume(&mut self, failure: Failure) -> Result<(), Failure> {
-        let out_of_time = self.deadline.is_some_and(|deadline| deadline <= Instant::now());
+        let from = &self.from;
+        let out_of_time = from.deadline.is_some_and(|deadline| deadline <= Instant::now());
         if self.tool_calls || self.too_long || self.resumes_left == 0 || out_of_time {
             return Err(failure);
         }
         self.resumes_left -= 1;
         self.flush_splice();
-        let targets = self.route.targets.len();
+        let from = &self.from;
+        let targets = from.route.targets.len();
         let order = (1..targets).map(|step| (self.current_target + step) % targets).collect();
         tracing::info!(
-            request_id = %self.call.id,
-            route = %self.route.model,
+            request_id = %from.call.id,
+            route = %from.route.model,
             failure_class = failure.kind(),
             sent_chars = self.text.len(),
             "resuming a broken stream"
         );
         let plan = Plan {
-            id: &self.call.id,
-            trace: &self.call.trace,
-            route: &self.route,
-            ask: Ask::Resume { original: &self.call.request, partial: &self.text },
-            drills: &self.call.drills,
+            id: &from.call.id,
+            trace: &from.call.trace,
+            route: &from.route.model,
+            targets: &from.route.targets,
+            rules: from.rules,
+            budget: &from.budget,
+            ask: Ask::Resume { original: &from.call.request, partial: &self.text },
+            drills: &from.call.drills,
             order,
-            deadline: self.deadline,
+            deadline: from.deadline,
             after: Some((self.current_target, failure.kind())),
         };
-        match self.engine.run(plan, |events| async move { Ok(events) }).await {
+        match pass::run(&from.engine, plan, |events| async move { Ok(events) }).await {
             Ok((winner, events)) => {
-                tracing::info!(request_id = %self.call.id, provider = %winner.provider, "resumed");
+                tracing::info!(request_id = %self.from.call.id, provider = %winner.provider, "resumed");
                 self.current = events;
                 self.current_target = winner.target;
                 self.splice = Some(Splice::new(&self.text));

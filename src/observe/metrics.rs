@@ -1,4 +1,4 @@
-//! Prometheus metrics, with the names of DESIGN.md §4 in one place and
+//! Prometheus metrics, every name in one place, with
 //! labels bounded to provider, route and outcome kinds: never raw error
 //! text, never anything a client chose.
 
@@ -22,6 +22,9 @@ pub const REQUESTS: &str = "baton_requests";
 pub const ATTEMPTS: &str = "baton_attempts";
 /// Moves from one provider to the next, by reason.
 pub const FAILOVERS: &str = "baton_failovers";
+/// Retries and hedges a spent retry budget turned away, by route and
+/// kind (`retry`, `hedge`).
+pub const RETRY_BUDGET_EXHAUSTED: &str = "baton_retry_budget_exhausted";
 /// Time from an attempt's start to its first token, by provider.
 pub const TIME_TO_FIRST_TOKEN: &str = "baton_time_to_first_token_seconds";
 /// Time from a request's arrival to its end, by route.
@@ -98,6 +101,12 @@ struct RouteLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RouteKind {
+    route: String,
+    kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindLabel {
     kind: &'static str,
 }
@@ -136,6 +145,7 @@ pub struct Metrics {
     requests: Family<RouteOutcome, Counter>,
     attempts: Family<ProviderOutcome, Counter>,
     failovers: Family<Failover, Counter>,
+    retries_refused: Family<RouteKind, Counter>,
     ttft: Histograms<ProviderLabel>,
     duration: Histograms<RouteLabel>,
     tokens: Family<TokenLabels, Counter>,
@@ -165,64 +175,62 @@ impl Default for Metrics {
 impl Metrics {
     /// Every metric, registered and at zero.
     pub fn new() -> Self {
-        let mut registry = Registry::default();
-        let requests = Family::default();
-        let attempts = Family::default();
-        let failovers = Family::default();
-        let ttft: Histograms<ProviderLabel> = Family::new_with_constructor(histogram);
-        let duration: Histograms<RouteLabel> = Family::new_with_constructor(histogram);
-        let tokens = Family::default();
-        let breaker_state = Family::default();
-        let inflight = Family::default();
-        let provider_up = Family::default();
-        let outages: Histograms<ProviderLabel> = Family::new_with_constructor(|| Histogram::new(OUTAGE_BUCKETS));
-        let client_faults = Family::default();
-        let cost = Family::default();
-        let budget_exceeded = Family::default();
-        let state_backend_up = Gauge::default();
-        state_backend_up.set(1);
-        let (records_dropped, records_written, store_up) = (Counter::default(), Counter::default(), Gauge::default());
-        store_up.set(1);
-        registry.register(REQUESTS, "Requests by route and outcome", requests.clone());
-        registry.register(ATTEMPTS, "Upstream attempts by provider and outcome", attempts.clone());
-        registry.register(FAILOVERS, "Moves to the next provider, by reason", failovers.clone());
-        registry.register(TIME_TO_FIRST_TOKEN, "Attempt start to first token, by provider", ttft.clone());
-        registry.register(REQUEST_DURATION, "Request arrival to end, by route", duration.clone());
-        registry.register(TOKENS, "Tokens by provider and direction", tokens.clone());
-        registry.register(BREAKER_STATE, "Circuit breaker: 0 closed, 1 half-open, 2 open", breaker_state.clone());
-        registry.register(INFLIGHT_STREAMS, "Streams being relayed now", inflight.clone());
-        registry.register(PROVIDER_UP, "Whether the provider is answering: 1 up, 0 down", provider_up.clone());
-        registry.register(PROVIDER_OUTAGE, "Provider outages, from down to the next answer", outages.clone());
-        registry.register(CLIENT_FAULTS, "Clients that misbehaved, by kind", client_faults.clone());
-        registry.register(COST_USD, "USD spent, by route, provider and client key", cost.clone());
-        registry.register(BUDGET_EXCEEDED, "Requests that met a spent budget", budget_exceeded.clone());
-        registry.register(STATE_BACKEND_UP, "Whether the shared state store answers", state_backend_up.clone());
-        registry.register(RECORDS_DROPPED, "Request rows the store could not keep", records_dropped.clone());
-        registry.register(RECORDS_WRITTEN, "Request rows the store wrote", records_written.clone());
-        registry.register(STORE_UP, "Whether the store's database answers", store_up.clone());
-        let ops = super::ops_metrics::OpsMetrics::register(&mut registry);
-        Metrics {
-            registry,
-            requests,
-            attempts,
-            failovers,
-            ttft,
-            duration,
-            tokens,
-            breaker_state,
-            inflight,
-            provider_up,
-            outages,
-            client_faults,
-            cost,
-            budget_exceeded,
-            state_backend_up,
-            records_dropped,
-            records_written,
-            store_up,
-            ops,
+        let metrics = Metrics {
+            registry: Registry::default(),
+            requests: Family::default(),
+            attempts: Family::default(),
+            failovers: Family::default(),
+            retries_refused: Family::default(),
+            ttft: Family::new_with_constructor(histogram),
+            duration: Family::new_with_constructor(histogram),
+            tokens: Family::default(),
+            breaker_state: Family::default(),
+            inflight: Family::default(),
+            provider_up: Family::default(),
+            outages: Family::new_with_constructor(|| Histogram::new(OUTAGE_BUCKETS)),
+            client_faults: Family::default(),
+            cost: Family::default(),
+            budget_exceeded: Family::default(),
+            state_backend_up: Gauge::default(),
+            records_dropped: Counter::default(),
+            records_written: Counter::default(),
+            store_up: Gauge::default(),
+            ops: super::ops_metrics::OpsMetrics::default(),
             fault_logged: Mutex::new(HashMap::new()),
-        }
+        };
+        metrics.state_backend_up.set(1);
+        metrics.store_up.set(1);
+        metrics.registered()
+    }
+
+    /// The same metrics, each in the registry under its name.
+    fn registered(mut self) -> Self {
+        let mut registry = std::mem::take(&mut self.registry);
+        registry.register(REQUESTS, "Requests by route and outcome", self.requests.clone());
+        registry.register(ATTEMPTS, "Upstream attempts by provider and outcome", self.attempts.clone());
+        registry.register(FAILOVERS, "Moves to the next provider, by reason", self.failovers.clone());
+        let refused = self.retries_refused.clone();
+        registry.register(RETRY_BUDGET_EXHAUSTED, "Retries and hedges a spent retry budget turned away", refused);
+        registry.register(TIME_TO_FIRST_TOKEN, "Attempt start to first token, by provider", self.ttft.clone());
+        registry.register(REQUEST_DURATION, "Request arrival to end, by route", self.duration.clone());
+        registry.register(TOKENS, "Tokens by provider and direction", self.tokens.clone());
+        let breaker = self.breaker_state.clone();
+        registry.register(BREAKER_STATE, "Circuit breaker: 0 closed, 1 half-open, 2 open", breaker);
+        registry.register(INFLIGHT_STREAMS, "Streams being relayed now", self.inflight.clone());
+        let up = self.provider_up.clone();
+        registry.register(PROVIDER_UP, "Whether the provider is answering: 1 up, 0 down", up);
+        registry.register(PROVIDER_OUTAGE, "Provider outages, from down to the next answer", self.outages.clone());
+        registry.register(CLIENT_FAULTS, "Clients that misbehaved, by kind", self.client_faults.clone());
+        registry.register(COST_USD, "USD spent, by route, provider and client key", self.cost.clone());
+        registry.register(BUDGET_EXCEEDED, "Requests that met a spent budget", self.budget_exceeded.clone());
+        let backend = self.state_backend_up.clone();
+        registry.register(STATE_BACKEND_UP, "Whether the shared state store answers", backend);
+        registry.register(RECORDS_DROPPED, "Request rows the store could not keep", self.records_dropped.clone());
+        registry.register(RECORDS_WRITTEN, "Request rows the store wrote", self.records_written.clone());
+        registry.register(STORE_UP, "Whether the store's database answers", self.store_up.clone());
+        self.ops.register(&mut registry);
+        self.registry = registry;
+        self
     }
 
     /// The metrics of alerts, drills and provider quotas.
@@ -252,6 +260,11 @@ impl Metrics {
     pub fn failover(&self, from: &str, to: &str, reason: &str) {
         let labels = Failover { from: from.to_owned(), to: to.to_owned(), reason: reason.to_owned() };
         self.failovers.get_or_create(&labels).inc();
+    }
+
+    /// A spent retry budget on `route` turned away a `kind` (`retry`, `hedge`).
+    pub fn retry_budget_exhausted(&self, route: &str, kind: &'static str) {
+        self.retries_refused.get_or_create(&RouteKind { route: route.to_owned(), kind }).inc();
     }
 
     /// Tokens a provider read and wrote for one answer.

@@ -1,6 +1,8 @@
-//! What operators see: Prometheus metrics, the per-request record, the
-//! per-route counts behind the status API, and OpenTelemetry traces.
+//! What operators see: Prometheus metrics, the per-attempt and per-request
+//! records, the per-route counts behind the status API, and OpenTelemetry
+//! traces.
 
+mod attempt;
 mod metrics;
 pub mod ops_metrics;
 mod request;
@@ -9,6 +11,7 @@ pub mod traces;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
+pub use attempt::{AttemptInfo, AttemptObserver, AttemptReport, AttemptResult, Sending};
 pub use metrics::Metrics;
 pub use request::{Ended, NO_KEY, RequestWatch, Settle};
 

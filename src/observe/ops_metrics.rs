@@ -47,7 +47,7 @@ struct QuotaLabels {
 type FloatGauges<L> = Family<L, Gauge<f64, AtomicU64>>;
 
 /// The operators' metrics, registered in the proxy's registry.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct OpsMetrics {
     alerts: Family<AlertLabels, Counter>,
     drill_runs: Family<DrillLabels, Counter>,
@@ -56,14 +56,9 @@ pub struct OpsMetrics {
 }
 
 impl OpsMetrics {
-    /// Every metric, registered in `registry` and at zero.
-    pub(super) fn register(registry: &mut Registry) -> Self {
-        let metrics = OpsMetrics {
-            alerts: Family::default(),
-            drill_runs: Family::default(),
-            drill_last_success: Family::default(),
-            quota_used: Family::default(),
-        };
+    /// Registers every metric in `registry`.
+    pub(super) fn register(&self, registry: &mut Registry) {
+        let metrics = self;
         registry.register(ALERTS, "Alerts by event and result", metrics.alerts.clone());
         registry.register(DRILL_RUNS, "Scheduled drills run, by route and result", metrics.drill_runs.clone());
         registry.register(
@@ -72,7 +67,6 @@ impl OpsMetrics {
             metrics.drill_last_success.clone(),
         );
         registry.register(PROVIDER_QUOTA_USED, "Share of the provider's rpm or tpm in use", metrics.quota_used.clone());
-        metrics
     }
 
     /// An alert about `event` ended as `result`.

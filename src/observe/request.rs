@@ -186,6 +186,70 @@ impl RequestWatch {
     pub fn end(&mut self, outcome: &'static str) {
         self.outcome.get_or_insert(outcome);
     }
+
+    /// What the answer cost: its reported usage at the answering target's price.
+    fn cost(&self) -> Option<f64> {
+        let price = self.winner.as_ref().and(self.price)?;
+        self.usage.reported_tokens().map(|_| price.cost(self.usage))
+    }
+
+    /// Completes the request's row in the request log and sends it.
+    fn fill_row(&mut self, outcome: &str, latency: Duration, cost_usd: Option<f64>) {
+        let Some(mut recording) = self.recording.take() else { return };
+        let row = recording.row();
+        row.key.clone_from(&self.key);
+        row.route = Some(self.route.clone());
+        match &self.winner {
+            Some(winner) => {
+                row.provider = Some(winner.provider.to_string());
+                row.model = Some(winner.model.clone());
+                row.attempts = winner.attempts;
+                row.tried = winner.tried.clone();
+                row.status = 200;
+            }
+            None => {
+                row.tried = std::mem::take(&mut self.tried);
+                let sent = row.tried.iter().filter(|tried| tried.sent).count();
+                row.attempts = u32::try_from(sent).unwrap_or(u32::MAX);
+                row.status = self.status.unwrap_or(CLIENT_CLOSED);
+            }
+        }
+        row.ttft_ms = self.first_token.map(millis);
+        row.duration_ms = millis(latency);
+        row.usage = self.usage;
+        row.cost_usd = cost_usd;
+        outcome.clone_into(&mut row.outcome);
+        if row.trace_id.is_none() {
+            row.trace_id = self.trace.trace_id();
+        }
+        recording.finish();
+    }
+
+    /// The request's log line.
+    fn log(&self, outcome: &str, latency: Duration, cost_usd: Option<f64>) {
+        let (provider, model, attempts) = match &self.winner {
+            Some(winner) => (&*winner.provider, winner.model.as_str(), winner.attempts),
+            None => ("", "", 0),
+        };
+        let (input, output) = (self.usage.input_tokens.unwrap_or(0), self.usage.output_tokens.unwrap_or(0));
+        tracing::info!(
+            request_id = %self.id,
+            key = self.key.as_deref().unwrap_or(NO_KEY),
+            route = %self.route,
+            downgraded_from = self.downgraded_from.as_deref(),
+            provider,
+            model,
+            attempt = attempts,
+            outcome,
+            ttft_ms = self.first_token.map(millis),
+            latency_ms = millis(latency),
+            input_tokens = input,
+            output_tokens = output,
+            fallback_count = attempts.saturating_sub(1),
+            cost_usd,
+            "request"
+        );
+    }
 }
 
 impl Drop for RequestWatch {
@@ -197,81 +261,33 @@ impl Drop for RequestWatch {
             health.stream_ended();
         }
         self.metrics.request(&self.route, outcome, latency);
-        let (provider, model, attempts) = match &self.winner {
-            Some(winner) => (&*winner.provider, winner.model.as_str(), winner.attempts),
-            None => ("", "", 0),
-        };
-        let (input, output) = (self.usage.input_tokens.unwrap_or(0), self.usage.output_tokens.unwrap_or(0));
-        if self.winner.is_some() {
-            self.metrics.tokens(provider, input, output);
-        }
-        let cost_usd = self
-            .winner
-            .as_ref()
-            .and(self.price)
-            .and_then(|price| self.usage.reported_tokens().map(|_| price.cost(self.usage)));
-        let key = self.key.as_deref();
-        if let Some(cost) = cost_usd {
-            self.metrics.cost(&self.route, provider, key.unwrap_or(NO_KEY), cost);
+        let cost_usd = self.cost();
+        if let Some(winner) = &self.winner {
+            let (input, output) = (self.usage.input_tokens.unwrap_or(0), self.usage.output_tokens.unwrap_or(0));
+            self.metrics.tokens(&winner.provider, input, output);
+            if let Some(cost) = cost_usd {
+                self.metrics.cost(&self.route, &winner.provider, self.key.as_deref().unwrap_or(NO_KEY), cost);
+            }
         }
         if let Some(settle) = self.settle.take() {
             let provider = self.winner.as_ref().map(|winner| &*winner.provider);
-            let committed = self.winner.is_some();
+            let (key, committed) = (self.key.as_deref(), self.winner.is_some());
             settle.settle(&Ended { key, route: &self.route, provider, usage: self.usage, committed, cost_usd });
         }
+        let attempts = self.winner.as_ref().map_or(0, |winner| winner.attempts);
         if self.trace.is_on() {
             let answered_by = self.winner.as_ref().map(|winner| (&*winner.provider, winner.model.as_str()));
             let first_token = self.first_token;
             self.trace.end(&RequestEnd { outcome, answered_by, attempts, usage: self.usage, first_token });
         }
-        if let Some(mut recording) = self.recording.take() {
-            let row = recording.row();
-            row.key = key.map(str::to_owned);
-            row.route = Some(self.route.clone());
-            match &self.winner {
-                Some(winner) => {
-                    row.provider = Some(winner.provider.to_string());
-                    row.model = Some(winner.model.clone());
-                    row.attempts = winner.attempts;
-                    row.tried = winner.tried.clone();
-                    row.status = 200;
-                }
-                None => {
-                    row.tried = std::mem::take(&mut self.tried);
-                    let sent = row.tried.iter().filter(|tried| tried.sent).count();
-                    row.attempts = u32::try_from(sent).unwrap_or(u32::MAX);
-                    row.status = self.status.unwrap_or(CLIENT_CLOSED);
-                }
-            }
-            row.ttft_ms = self.first_token.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-            row.duration_ms = u64::try_from(latency.as_millis()).unwrap_or(u64::MAX);
-            row.usage = self.usage;
-            row.cost_usd = cost_usd;
-            outcome.clone_into(&mut row.outcome);
-            if row.trace_id.is_none() {
-                row.trace_id = self.trace.trace_id();
-            }
-            recording.finish();
-        }
+        self.fill_row(outcome, latency, cost_usd);
         let failed_over = attempts > 1;
         let answered = self.winner.is_some() && outcome == "ok";
         self.routes.record(&self.route, Tally { total: 1, ok: u64::from(answered), failed: u64::from(failed_over) });
-        tracing::info!(
-            request_id = %self.id,
-            key = key.unwrap_or(NO_KEY),
-            route = %self.route,
-            downgraded_from = self.downgraded_from.as_deref(),
-            provider,
-            model,
-            attempt = attempts,
-            outcome,
-            ttft_ms = self.first_token.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-            latency_ms = u64::try_from(latency.as_millis()).unwrap_or(u64::MAX),
-            input_tokens = input,
-            output_tokens = output,
-            fallback_count = attempts.saturating_sub(1),
-            cost_usd,
-            "request"
-        );
+        self.log(outcome, latency, cost_usd);
     }
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }

@@ -73,6 +73,7 @@ pub struct AttemptTrace<'a> {
 }
 
 /// Which attempt a span is for.
+#[derive(Clone, Copy)]
 pub struct AttemptStart<'a> {
     /// The provider's name in the config.
     pub provider: &'a str,
@@ -197,9 +198,7 @@ impl TraceStart {
         let cx = self.parent.with_span(span);
         TraceHandle(Some(Arc::new(Traced { tracer: self.tracer, cx, committed: Mutex::new(None) })))
     }
-}
 
-impl TraceStart {
     /// Records a request refused before it reached a route (no key, a body
     /// that is not a chat request, an unknown model): its span alone, with
     /// the error's `code` and HTTP `status`.
