@@ -12,6 +12,7 @@ use super::error::ConfigError;
 use super::route::Route;
 use crate::limits::BudgetWindow;
 
+/// One `[[budgets]]` entry as written.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawBudget {
@@ -23,6 +24,7 @@ pub(super) struct RawBudget {
     pub max_usd_per_request: Option<Spanned<f64>>,
 }
 
+/// A key's `budget` as written.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawKeyBudget {
@@ -195,6 +197,7 @@ pub(super) fn check(
     out
 }
 
+/// One `[[budgets]]` entry: a budget over a window, a per-request cap, or both.
 fn budget_entry(
     check: &Checker<'_>,
     spanned: &Spanned<RawBudget>,
@@ -258,6 +261,7 @@ fn budget_entry(
     Ok((Some(Budget { scope, window, usd, action }), cap))
 }
 
+/// What a spent budget does: `block` (the default), `warn`, or `downgrade` to another route.
 fn action(
     check: &Checker<'_>,
     raw: &RawBudget,

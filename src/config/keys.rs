@@ -14,6 +14,7 @@ use super::error::ConfigError;
 use super::route::Route;
 use crate::access::{ClientKey, ClientKeys, DRILL_KEY, parse_sha256};
 
+/// One `[[keys]]` entry as written.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawKey {
@@ -125,6 +126,8 @@ pub(super) fn check(
     }
 }
 
+/// Key `i`: a name, exactly one of `key` and `key_sha256`, the routes it
+/// may use, its limits; its `budget` goes to `budgets`.
 fn key(
     check: &Checker<'_>,
     raw: &RawKey,

@@ -14,6 +14,7 @@ use crate::limits::add_usd;
 /// `u64::MAX` tokens at it is still finite.
 const MAX_PRICE_PER_MTOK: f64 = 1_000_000.0;
 
+/// A target's `price` as written.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawPrice {

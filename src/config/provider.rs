@@ -26,6 +26,7 @@ const CA_FILE_LIMIT: u64 = 4 * 1024 * 1024;
 /// value says the same, as curl's `--proxy ""` does).
 pub const NO_PROXY_WORD: &str = "none";
 
+/// One `[[providers]]` entry as written.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawProvider {
@@ -41,6 +42,7 @@ pub(super) struct RawProvider {
     pub proxy: Option<Spanned<String>>,
 }
 
+/// A provider's `breaker` table as written.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawBreaker {
@@ -74,6 +76,8 @@ pub struct Provider {
     pub egress: Egress,
 }
 
+/// Provider `i` as the rest of baton uses it: a known kind and API, an
+/// http(s) `base_url`, a key a header can carry, its breaker, quota and egress.
 pub(super) fn check(check: &Checker<'_>, raw: &RawProvider, i: usize) -> Result<Provider, ConfigError> {
     let key = |field: &str| format!("providers[{i}].{field}");
     let name = raw.name.get_ref().trim().to_owned();
@@ -137,6 +141,7 @@ pub(super) fn check(check: &Checker<'_>, raw: &RawProvider, i: usize) -> Result<
     Ok(Provider { name, kind, base_url, api_key, breaker, rpm, tpm, egress })
 }
 
+/// The provider's `breaker`, each key defaulting on its own.
 fn breaker_settings(check: &Checker<'_>, raw: &RawBreaker, key: &str) -> Result<BreakerSettings, ConfigError> {
     let defaults = BreakerSettings::default();
     let failure_threshold = match &raw.failure_threshold {
@@ -163,7 +168,7 @@ fn breaker_settings(check: &Checker<'_>, raw: &RawBreaker, key: &str) -> Result<
 }
 
 /// The provider's egress, with its `base_url` already checked.
-pub(super) fn egress(check: &Checker<'_>, raw: &RawProvider, i: usize, base_url: &str) -> Result<Egress, ConfigError> {
+fn egress(check: &Checker<'_>, raw: &RawProvider, i: usize, base_url: &str) -> Result<Egress, ConfigError> {
     let trust = match &raw.ca_file {
         Some(value) => Some(ca_file(check, value, &format!("providers[{i}].ca_file"))?),
         None => None,

@@ -27,6 +27,7 @@ use super::top::{
     DEFAULT_MAX_BODY_BYTES_IN_FLIGHT, DEFAULT_MAX_CONNECTIONS, DEFAULT_SHUTDOWN_GRACE, Top, resolve,
 };
 
+/// The whole file as written: the top-level keys and every section.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawConfig {

@@ -33,6 +33,7 @@ pub const DEFAULT_MAX_COOLDOWN: Duration = Duration::from_secs(120);
 /// whole of a non-streamed one, when the route sets no `request_timeout_ms`.
 pub const DEFAULT_REQUEST_BOUND: Duration = Duration::from_secs(300);
 
+/// One `[[routes]]` entry as written.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawRoute {
@@ -57,6 +58,7 @@ pub(super) struct RawRoute {
     pub targets: Spanned<Vec<Spanned<RawTarget>>>,
 }
 
+/// `hedge_after_ms` as written: milliseconds, or the word `auto`.
 #[derive(Deserialize)]
 #[serde(untagged)]
 pub(super) enum RawHedge {
@@ -209,6 +211,8 @@ pub struct CommitWindow {
     pub after: Duration,
 }
 
+/// Route `i` as the engine uses it, its targets on the `providers` that
+/// checked, carrying the top-level `limits`.
 pub(super) fn check(
     check: &Checker<'_>,
     raw: &RawRoute,
@@ -264,6 +268,7 @@ pub(super) fn check(
     })
 }
 
+/// `hedge_after_ms`: none, a delay, or `auto`.
 fn hedge(check: &Checker<'_>, raw: &RawRoute, key: &str) -> Result<Option<Hedge>, ConfigError> {
     let Some(value) = &raw.hedge_after_ms else { return Ok(None) };
     match value.get_ref() {
@@ -275,6 +280,7 @@ fn hedge(check: &Checker<'_>, raw: &RawRoute, key: &str) -> Result<Option<Hedge>
     }
 }
 
+/// The commit window: `commit_after_tokens` (at least 1) and `commit_after_ms`.
 fn commit(check: &Checker<'_>, raw: &RawRoute, key: &str) -> Result<CommitWindow, ConfigError> {
     let tokens = match &raw.commit_after_tokens {
         Some(n) if *n.get_ref() == 0 => {
@@ -288,6 +294,7 @@ fn commit(check: &Checker<'_>, raw: &RawRoute, key: &str) -> Result<CommitWindow
     Ok(CommitWindow { tokens, after })
 }
 
+/// `on_midstream_failure`: `error` unless the route says `resume`.
 fn midstream(check: &Checker<'_>, raw: &RawRoute, key: &str) -> Result<MidstreamPolicy, ConfigError> {
     let Some(value) = &raw.on_midstream_failure else { return Ok(MidstreamPolicy::Error) };
     match value.get_ref().as_str() {
@@ -297,6 +304,7 @@ fn midstream(check: &Checker<'_>, raw: &RawRoute, key: &str) -> Result<Midstream
     }
 }
 
+/// What the route makes of fields and parts beyond text.
 fn surface(check: &Checker<'_>, raw: &RawRoute, key: &str) -> Result<Surface, ConfigError> {
     let defaults = Surface::default();
     let drop_unsupported = match &raw.unsupported_params {
@@ -322,7 +330,7 @@ fn surface(check: &Checker<'_>, raw: &RawRoute, key: &str) -> Result<Surface, Co
 }
 
 /// The route's aliases: none empty, none repeated, none its own name.
-pub(super) fn aliases(check: &Checker<'_>, raw: &RawRoute, model: &str, key: &str) -> Result<Vec<String>, ConfigError> {
+fn aliases(check: &Checker<'_>, raw: &RawRoute, model: &str, key: &str) -> Result<Vec<String>, ConfigError> {
     let Some(names) = &raw.aliases else { return Ok(Vec::new()) };
     let mut aliases: Vec<String> = Vec::new();
     for alias in names.get_ref() {
@@ -345,7 +353,7 @@ pub(super) fn aliases(check: &Checker<'_>, raw: &RawRoute, model: &str, key: &st
 }
 
 /// `strategy`: `"ordered"` unless the route says otherwise.
-pub(super) fn strategy(check: &Checker<'_>, raw: &RawRoute, key: &str) -> Result<Strategy, ConfigError> {
+fn strategy(check: &Checker<'_>, raw: &RawRoute, key: &str) -> Result<Strategy, ConfigError> {
     let Some(value) = &raw.strategy else { return Ok(Strategy::Ordered) };
     match value.get_ref().as_str() {
         "ordered" => Ok(Strategy::Ordered),

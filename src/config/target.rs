@@ -16,6 +16,7 @@ use super::provider::Provider;
 /// How a target naming no provider is reported.
 pub(super) const NO_SUCH_PROVIDER: &str = "no provider is named";
 
+/// One target of a route as written.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawTarget {
@@ -54,6 +55,8 @@ pub struct Target {
     pub price: Option<Price>,
 }
 
+/// A route's targets, each on a provider that checked; `first_token_timeout`
+/// is the route's, which a target may override.
 pub(super) fn check(
     check: &Checker<'_>,
     raw: &Spanned<Vec<Spanned<RawTarget>>>,
@@ -89,7 +92,7 @@ pub(super) fn check(
 }
 
 /// A target's `weight`: a positive whole number, 1 unless set.
-pub(super) fn weight(check: &Checker<'_>, value: Option<&Spanned<u32>>, key: &str) -> Result<u32, ConfigError> {
+fn weight(check: &Checker<'_>, value: Option<&Spanned<u32>>, key: &str) -> Result<u32, ConfigError> {
     match value {
         Some(weight) if *weight.get_ref() == 0 => {
             Err(check.error(weight, key.to_owned(), "must be at least 1 (remove the target to send it nothing)"))
