@@ -21,11 +21,17 @@ use crate::event::{Event, Usage};
 /// targets and `max_resumes`), the route's views and retry budget, and the
 /// request's deadline, if the route sets one.
 pub(super) struct Continuation {
+    /// The engine the continuation runs on.
     pub engine: Engine,
+    /// The route, held for as long as the stream lives.
     pub route: Arc<Route>,
+    /// The route's views, as the request took them.
     pub rules: Rules,
+    /// The route's retry budget: a continuation's retries draw on it too.
     pub budget: Arc<RetryBudget>,
+    /// The client's request.
     pub call: Call,
+    /// The request's deadline, when the route sets `request_timeout_ms`.
     pub deadline: Option<Instant>,
 }
 
