@@ -6,7 +6,6 @@ use toml::Spanned;
 
 use super::ConfigError;
 use super::check::Checker;
-use super::route::RawRoute;
 
 /// The largest `percent`: ten retries for each request.
 const MAX_PERCENT: u32 = 1000;
@@ -37,9 +36,13 @@ pub(super) struct RawRetryBudget {
 }
 
 /// The route's `retry_budget`, each key defaulting on its own.
-pub(super) fn check(check: &Checker<'_>, raw: &RawRoute, key: &str) -> Result<RetryBudgetSettings, ConfigError> {
+pub(super) fn check(
+    check: &Checker<'_>,
+    raw: Option<&Spanned<RawRetryBudget>>,
+    key: &str,
+) -> Result<RetryBudgetSettings, ConfigError> {
     let defaults = RetryBudgetSettings::default();
-    let Some(budget) = &raw.retry_budget else { return Ok(defaults) };
+    let Some(budget) = raw else { return Ok(defaults) };
     let budget = budget.get_ref();
     let percent = match &budget.percent {
         Some(percent) if *percent.get_ref() > MAX_PERCENT => {

@@ -240,7 +240,7 @@ pub(super) fn check(
     let retry_backoff = check.millis(raw.retry_backoff_ms.as_ref(), &key("retry_backoff_ms"), DEFAULT_RETRY_BACKOFF)?;
     let max_retry_wait =
         raw.max_retry_wait_ms.as_ref().map_or(DEFAULT_MAX_RETRY_WAIT, |ms| Duration::from_millis(*ms.get_ref()));
-    let retry_budget = retry_budget::check(check, raw, &key("retry_budget"))?;
+    let retry_budget = retry_budget::check(check, raw.retry_budget.as_ref(), &key("retry_budget"))?;
     let on_midstream_failure = midstream(check, raw, &key("on_midstream_failure"))?;
     let surface = surface(check, raw, &key("unsupported_params"))?;
     let max_resumes = raw.max_resumes.as_ref().map_or(1, |n| *n.get_ref());
