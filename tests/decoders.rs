@@ -56,6 +56,30 @@ async fn cut_before(kind: ProviderKind, name: &str, marker: &str) {
     assert!(!events.iter().any(|e| matches!(e, Event::Finish(_))), "{kind}/{name}: no finish before the cut");
 }
 
+/// Replays the transcript `name` (see [`replay`]), which must decode without an error.
+async fn answered(kind: ProviderKind, name: &str) -> Vec<Event> {
+    let (events, error) = replay(kind, name).await;
+    assert_eq!(error, None, "{kind}/{name} decodes without an error");
+    events
+}
+
+/// Replays the transcript `error_event` (see [`replay`]), which must end in an error event.
+async fn failed_with_error_event(kind: ProviderKind) -> Vec<Event> {
+    let (events, error) = replay(kind, "error_event").await;
+    assert_eq!(error, Some("error_event"), "{kind}/error_event ends in the provider's error event");
+    events
+}
+
+/// Usage with every count reported: input, output, cached input, reasoning.
+fn usage_of(input: u64, output: u64, cached: u64, reasoning: u64) -> Usage {
+    Usage {
+        input_tokens: Some(input),
+        output_tokens: Some(output),
+        cached_input_tokens: Some(cached),
+        reasoning_tokens: Some(reasoning),
+    }
+}
+
 fn text_of(events: &[Event]) -> String {
     events.iter().filter_map(|e| if let Event::Text(t) = e { Some(t.as_str()) } else { None }).collect()
 }
@@ -84,18 +108,12 @@ fn assert_no_empty_text(events: &[Event]) {
 
 #[tokio::test]
 async fn openai_text_with_usage() {
-    let (events, error) = replay(ProviderKind::OpenAi, "text").await;
-    assert_eq!(error, None);
+    let events = answered(ProviderKind::OpenAi, "text").await;
     assert_no_empty_text(&events);
     assert_eq!(text_of(&events), "Hello! How can I help you today? 👋");
     assert_eq!(events.first(), Some(&Event::Text("Hello".into())), "the role-only chunk gives no event");
     assert_eq!(finish(&events), vec![FinishReason::Stop]);
-    let usage = Usage {
-        input_tokens: Some(19),
-        output_tokens: Some(10),
-        cached_input_tokens: Some(0),
-        reasoning_tokens: Some(0),
-    };
+    let usage = usage_of(19, 10, 0, 0);
     assert_eq!(last_usage(&events), usage, "the details are kept");
     cut_before(ProviderKind::OpenAi, "text", "\"finish_reason\":\"stop\"").await;
 }
@@ -113,8 +131,7 @@ fn assert_one_weather_call(events: &[Event], arguments: &str) {
 
 #[tokio::test]
 async fn openai_tool_call() {
-    let (events, error) = replay(ProviderKind::OpenAi, "tool_call").await;
-    assert_eq!(error, None);
+    let events = answered(ProviderKind::OpenAi, "tool_call").await;
     assert_one_weather_call(&events, r#"{"location": "Paris, France"}"#);
     cut_before(ProviderKind::OpenAi, "tool_call", "\"finish_reason\":\"tool_calls\"").await;
 }
@@ -129,15 +146,13 @@ async fn openai_compatible_server_without_done_is_complete_at_finish_reason() {
 
 #[tokio::test]
 async fn openai_error_event() {
-    let (events, error) = replay(ProviderKind::OpenAi, "error_event").await;
-    assert_eq!(error, Some("error_event"));
+    let events = failed_with_error_event(ProviderKind::OpenAi).await;
     assert!(events.is_empty(), "nothing before the error: {events:?}");
 }
 
 #[tokio::test]
 async fn anthropic_text_with_usage() {
-    let (events, error) = replay(ProviderKind::Anthropic, "text").await;
-    assert_eq!(error, None);
+    let events = answered(ProviderKind::Anthropic, "text").await;
     assert_no_empty_text(&events);
     assert_eq!(text_of(&events), "Hello! Ça va? 👋");
     assert_eq!(finish(&events), vec![FinishReason::Stop]);
@@ -148,8 +163,7 @@ async fn anthropic_text_with_usage() {
 
 #[tokio::test]
 async fn anthropic_tool_call() {
-    let (events, error) = replay(ProviderKind::Anthropic, "tool_call").await;
-    assert_eq!(error, None);
+    let events = answered(ProviderKind::Anthropic, "tool_call").await;
     assert_eq!(text_of(&events), "Let me check the weather.");
     let calls = tool_calls(&events);
     assert_eq!(calls[0].id.as_deref(), Some("toolu_01T1x1fJ34qAmk2tNTrN7Up6"));
@@ -163,15 +177,13 @@ async fn anthropic_tool_call() {
 
 #[tokio::test]
 async fn anthropic_error_event() {
-    let (events, error) = replay(ProviderKind::Anthropic, "error_event").await;
-    assert_eq!(error, Some("error_event"));
+    let events = failed_with_error_event(ProviderKind::Anthropic).await;
     assert!(events.iter().all(|e| !e.is_content()), "ping and message_start are not tokens: {events:?}");
 }
 
 #[tokio::test]
 async fn gemini_text_with_usage() {
-    let (events, error) = replay(ProviderKind::Gemini, "text").await;
-    assert_eq!(error, None);
+    let events = answered(ProviderKind::Gemini, "text").await;
     assert_no_empty_text(&events);
     assert_eq!(text_of(&events), "Hello! How can I help you today? 👋");
     assert_eq!(finish(&events), vec![FinishReason::Stop]);
@@ -181,8 +193,7 @@ async fn gemini_text_with_usage() {
 
 #[tokio::test]
 async fn gemini_thoughts_are_not_answer_text() {
-    let (events, error) = replay(ProviderKind::Gemini, "thought").await;
-    assert_eq!(error, None);
+    let events = answered(ProviderKind::Gemini, "thought").await;
     assert_eq!(text_of(&events), "Hi there.");
     assert_eq!(reasoning_of(&events), "**Planning the reply** The user greets me.", "thoughts are reasoning events");
     assert_eq!(finish(&events), vec![FinishReason::Length]);
@@ -192,8 +203,7 @@ async fn gemini_thoughts_are_not_answer_text() {
 
 #[tokio::test]
 async fn anthropic_thinking_is_reasoning_and_cache_reads_count_in_the_prompt() {
-    let (events, error) = replay(ProviderKind::Anthropic, "thinking_cached").await;
-    assert_eq!(error, None);
+    let events = answered(ProviderKind::Anthropic, "thinking_cached").await;
     assert_eq!(text_of(&events), "27 × 453 = 12,231.");
     assert_eq!(reasoning_of(&events), "The user wants 27 * 453. 27 * 453 = 12231.");
     let signatures: Vec<&Event> = events.iter().filter(|event| matches!(event, Event::Signature(_))).collect();
@@ -209,8 +219,7 @@ async fn anthropic_thinking_is_reasoning_and_cache_reads_count_in_the_prompt() {
 
 #[tokio::test]
 async fn openai_compatible_reasoning_content_is_reasoning_and_usage_keeps_its_details() {
-    let (events, error) = replay(ProviderKind::OpenAi, "reasoning_cached").await;
-    assert_eq!(error, None);
+    let events = answered(ProviderKind::OpenAi, "reasoning_cached").await;
     assert_eq!(reasoning_of(&events), "9.11 has 11 hundredths, 9.8 has 80.");
     assert_eq!(text_of(&events), "9.8 is greater.", "reasoning is never answer text");
     let usage = last_usage(&events);
@@ -220,8 +229,7 @@ async fn openai_compatible_reasoning_content_is_reasoning_and_usage_keeps_its_de
 
 #[tokio::test]
 async fn gemini_cached_content_is_counted_among_the_prompt() {
-    let (events, error) = replay(ProviderKind::Gemini, "cached").await;
-    assert_eq!(error, None);
+    let events = answered(ProviderKind::Gemini, "cached").await;
     let usage = last_usage(&events);
     assert_eq!((usage.input_tokens, usage.cached_input_tokens), (Some(40210), Some(40000)));
     assert_eq!(usage.output_tokens, Some(9));
@@ -233,8 +241,7 @@ fn reasoning_of(events: &[Event]) -> String {
 
 #[tokio::test]
 async fn gemini_tool_call() {
-    let (events, error) = replay(ProviderKind::Gemini, "tool_call").await;
-    assert_eq!(error, None);
+    let events = answered(ProviderKind::Gemini, "tool_call").await;
     let calls = tool_calls(&events);
     assert_eq!(calls.len(), 1, "Gemini sends a call whole");
     assert_eq!(calls[0].name.as_deref(), Some("get_weather"));
@@ -247,32 +254,24 @@ async fn gemini_tool_call() {
 
 #[tokio::test]
 async fn gemini_error_event() {
-    let (events, error) = replay(ProviderKind::Gemini, "error_event").await;
-    assert_eq!(error, Some("error_event"));
+    let events = failed_with_error_event(ProviderKind::Gemini).await;
     assert!(events.is_empty());
 }
 
 #[tokio::test]
 async fn responses_text_with_usage() {
-    let (events, error) = replay(ProviderKind::OpenAiResponses, "text").await;
-    assert_eq!(error, None);
+    let events = answered(ProviderKind::OpenAiResponses, "text").await;
     assert_no_empty_text(&events);
     assert_eq!(text_of(&events), "Hello! How can I help you today? 👋");
     assert_eq!(finish(&events), vec![FinishReason::Stop]);
-    let usage = Usage {
-        input_tokens: Some(19),
-        output_tokens: Some(10),
-        cached_input_tokens: Some(0),
-        reasoning_tokens: Some(0),
-    };
+    let usage = usage_of(19, 10, 0, 0);
     assert_eq!(last_usage(&events), usage);
     cut_before(ProviderKind::OpenAiResponses, "text", "\"type\":\"response.completed\"").await;
 }
 
 #[tokio::test]
 async fn responses_tool_call() {
-    let (events, error) = replay(ProviderKind::OpenAiResponses, "tool_call").await;
-    assert_eq!(error, None);
+    let events = answered(ProviderKind::OpenAiResponses, "tool_call").await;
     // The call's id is its `call_id`, not its item's id.
     assert_one_weather_call(&events, r#"{"location":"Paris, France"}"#);
     cut_before(ProviderKind::OpenAiResponses, "tool_call", "\"type\":\"response.completed\"").await;
@@ -280,8 +279,7 @@ async fn responses_tool_call() {
 
 #[tokio::test]
 async fn responses_reasoning_summary_is_reasoning_with_its_encrypted_form() {
-    let (events, error) = replay(ProviderKind::OpenAiResponses, "reasoning_cached").await;
-    assert_eq!(error, None);
+    let events = answered(ProviderKind::OpenAiResponses, "reasoning_cached").await;
     assert_eq!(reasoning_of(&events), "**Adding numbers**\n\nThe user asks for 2+2; that is 4.");
     assert_eq!(text_of(&events), "2 + 2 = 4.");
     let signatures: Vec<&Event> = events.iter().filter(|event| matches!(event, Event::Signature(_))).collect();
@@ -293,8 +291,7 @@ async fn responses_reasoning_summary_is_reasoning_with_its_encrypted_form() {
 
 #[tokio::test]
 async fn responses_failed_is_an_error_event() {
-    let (events, error) = replay(ProviderKind::OpenAiResponses, "error_event").await;
-    assert_eq!(error, Some("error_event"));
+    let events = failed_with_error_event(ProviderKind::OpenAiResponses).await;
     assert!(events.is_empty());
 }
 

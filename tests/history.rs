@@ -66,8 +66,7 @@ async fn history_config(store: &str) -> (String, Vec<baton::mock::MockHandle>) {
 }
 
 async fn start(text: &str) -> Proxy {
-    let config = config::parse(text, "history-test.toml", &|_| None).expect("valid config");
-    Proxy::start_recorded(config).await.0
+    Proxy::start_recorded_text(text).await.0
 }
 
 /// `GET path`, with the admin token when given, as (status, body).

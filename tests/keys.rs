@@ -51,8 +51,7 @@ async fn on_sqlite(name: &str, top: &str) -> (Backend, String, baton::mock::Mock
 }
 
 async fn start(text: &str) -> (Proxy, baton::AppState) {
-    let config = config::parse(text, "keys-test.toml", &|_| None).expect("valid config");
-    Proxy::start_recorded(config).await
+    Proxy::start_recorded_text(text).await
 }
 
 /// `method path` with `body` and the admin token (or `token`), as (status, body).

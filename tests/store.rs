@@ -59,8 +59,7 @@ async fn on_sqlite(name: &str, top: &str) -> (Backend, String, Vec<baton::mock::
 }
 
 async fn start(text: &str) -> (Proxy, baton::AppState) {
-    let config = config::parse(text, "store-test.toml", &|_| None).expect("valid config");
-    Proxy::start_recorded(config).await
+    Proxy::start_recorded_text(text).await
 }
 
 /// A chat request as key `key` (none: no key) with request id `id`.

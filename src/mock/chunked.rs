@@ -40,6 +40,20 @@ impl Chunked<'_, '_, '_> {
         self.writer.write_all(format!("0\r\n\r\n{trailer}").as_bytes()).await
     }
 
+    /// The faults that strike once the answer's head is out, before its
+    /// first event: what becomes of the connection, or `None` to go on.
+    pub(super) async fn before_opening(&mut self, fault: Option<Fault>) -> std::io::Result<Option<Next>> {
+        match fault {
+            Some(Fault::StallFirstToken) => Ok(Some(wait_peer_closed(self.reader).await)),
+            Some(Fault::CloseBeforeToken) => Ok(Some(Next::Close)),
+            Some(Fault::DataFlood) => {
+                misbehave::flood(self.writer).await?;
+                Ok(Some(Next::Close))
+            }
+            _ => Ok(None),
+        }
+    }
+
     /// The faults that strike once the answer's opening events are out:
     /// what becomes of the connection, or `None` to go on.
     pub(super) async fn after_opening(

@@ -106,6 +106,14 @@ impl Fault {
         Fault::TrailingResponse,
     ];
 
+    /// Whether the fault cuts an answer short after a few tokens.
+    pub fn cuts_short(self) -> bool {
+        matches!(
+            self,
+            Fault::MidstreamStall | Fault::MidstreamClose | Fault::MidstreamMalformed | Fault::MidstreamErrorEvent
+        )
+    }
+
     /// The class name used on the command line and in the docs.
     pub fn name(self) -> &'static str {
         match self {

@@ -211,14 +211,8 @@ impl Exchange<'_, '_> {
             .await?;
         let trailer = (fault == Some(Fault::TrailingResponse)).then(|| stray(provider, self.request, "trailing"));
         let mut out = Chunked { writer: self.writer, reader, trailer };
-        match fault {
-            Some(Fault::StallFirstToken) => return Ok(wait_peer_closed(out.reader).await),
-            Some(Fault::CloseBeforeToken) => return Ok(Next::Close),
-            Some(Fault::DataFlood) => {
-                misbehave::flood(out.writer).await?;
-                return Ok(Next::Close);
-            }
-            _ => {}
+        if let Some(next) = out.before_opening(fault).await? {
+            return Ok(next);
         }
         let answer = Answer::for_request(provider, self.request);
         for event in wire::opening(kind, &model, answer.reasoning > 0, provider.cached_tokens) {
@@ -226,12 +220,7 @@ impl Exchange<'_, '_> {
         }
         let words = Words::for_request(provider, self.request);
         let start = words.start;
-        let cut_short = matches!(
-            fault,
-            Some(
-                Fault::MidstreamStall | Fault::MidstreamClose | Fault::MidstreamMalformed | Fault::MidstreamErrorEvent
-            )
-        );
+        let cut_short = fault.is_some_and(Fault::cuts_short);
         if let Some(next) = out.after_opening(fault, kind).await? {
             return Ok(next);
         }

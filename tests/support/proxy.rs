@@ -33,6 +33,11 @@ impl Proxy {
         (Self::serve(state.clone()).await, state)
     }
 
+    /// Starts a proxy from config text, keeping the request log its `[store]` names.
+    pub async fn start_recorded_text(config_text: &str) -> (Proxy, AppState) {
+        Self::start_recorded(config::parse(config_text, "test.toml", &|_| None).expect("valid config")).await
+    }
+
     /// Serves `state` (built by the test) on `127.0.0.1:0`.
     pub async fn serve(state: AppState) -> Proxy {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
