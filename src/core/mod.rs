@@ -33,7 +33,7 @@ pub use relay::CommittedStream;
 
 use crate::admission::Admission;
 use crate::clock::far_future;
-pub use crate::clock::later;
+use crate::clock::later;
 use crate::config::{Config, MidstreamPolicy, Route};
 pub use crate::event::Winner;
 use crate::event::{ChatRequest, Event};

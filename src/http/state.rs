@@ -261,7 +261,7 @@ impl AppState {
     /// Starts draining: streams still running after `grace` are ended with
     /// an error event.
     pub fn drain(&self, grace: Duration) {
-        self.drain.send_replace(Some(crate::core::later(Instant::now(), grace)));
+        self.drain.send_replace(Some(crate::clock::later(Instant::now(), grace)));
     }
 
     /// Resolves once a drain's grace period is over.
