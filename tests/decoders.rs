@@ -217,10 +217,9 @@ async fn gemini_thoughts_are_not_answer_text() {
 
 #[tokio::test]
 async fn anthropic_thinking_is_reasoning_and_cache_reads_count_in_the_prompt() {
-    let events = answered(ProviderKind::Anthropic, "thinking_cached").await;
-    assert_eq!(text_of(&events), "27 × 453 = 12,231.");
-    assert_eq!(reasoning_of(&events), "The user wants 27 * 453. 27 * 453 = 12231.");
-    let signatures: Vec<&Event> = events.iter().filter(|event| matches!(event, Event::Signature(_))).collect();
+    let (text, reasoning) = ("27 × 453 = 12,231.", "The user wants 27 * 453. 27 * 453 = 12231.");
+    let events = reasoning_case(ProviderKind::Anthropic, "thinking_cached", text, reasoning).await;
+    let signatures = signatures_of(&events);
     assert_eq!(
         signatures,
         [&Event::Signature("EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds".into())],
@@ -247,6 +246,18 @@ async fn gemini_cached_content_is_counted_among_the_prompt() {
     let usage = last_usage(&events);
     assert_eq!((usage.input_tokens, usage.cached_input_tokens), (Some(40210), Some(40000)));
     assert_eq!(usage.output_tokens, Some(9));
+}
+
+/// Replays the transcript `name`, whose answer is `text` after `reasoning`.
+async fn reasoning_case(kind: ProviderKind, name: &str, text: &str, reasoning: &str) -> Vec<Event> {
+    let events = answered(kind, name).await;
+    assert_eq!(text_of(&events), text);
+    assert_eq!(reasoning_of(&events), reasoning);
+    events
+}
+
+fn signatures_of(events: &[Event]) -> Vec<&Event> {
+    events.iter().filter(|event| matches!(event, Event::Signature(_))).collect()
 }
 
 fn reasoning_of(events: &[Event]) -> String {
@@ -291,10 +302,9 @@ async fn responses_tool_call() {
 
 #[tokio::test]
 async fn responses_reasoning_summary_is_reasoning_with_its_encrypted_form() {
-    let events = answered(ProviderKind::OpenAiResponses, "reasoning_cached").await;
-    assert_eq!(reasoning_of(&events), "**Adding numbers**\n\nThe user asks for 2+2; that is 4.");
-    assert_eq!(text_of(&events), "2 + 2 = 4.");
-    let signatures: Vec<&Event> = events.iter().filter(|event| matches!(event, Event::Signature(_))).collect();
+    let (text, reasoning) = ("2 + 2 = 4.", "**Adding numbers**\n\nThe user asks for 2+2; that is 4.");
+    let events = reasoning_case(ProviderKind::OpenAiResponses, "reasoning_cached", text, reasoning).await;
+    let signatures = signatures_of(&events);
     assert_eq!(signatures, [&Event::Signature("gAAAAABor0KzQ2VuY3J5cHRlZC1yZWFzb25pbmctZml4dHVyZQ==".into())]);
     let usage = last_usage(&events);
     assert_eq!((usage.input_tokens, usage.cached_input_tokens), (Some(2048), Some(1920)));
