@@ -57,6 +57,20 @@ fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
     })
 }
 
+/// Asks `proxy` with `fields`, streamed and not: each time a 400
+/// `unsupported_parameter` whose message names each of `names`.
+async fn refused_naming(proxy: &Proxy, fields: Value, names: &[&str]) {
+    for stream in [true, false] {
+        let got = post_chat(proxy, &asking(stream, fields.clone())).await;
+        assert_eq!(got.status, 400, "stream {stream}: {}", got.raw);
+        assert_eq!(got.json()["error"]["code"], "unsupported_parameter", "{}", got.raw);
+        let message = error_message(&got);
+        for name in names {
+            assert!(message.contains(name), "stream {stream}: the message names {name}: {message}");
+        }
+    }
+}
+
 fn error_message(got: &Received) -> String {
     got.json()["error"]["message"].as_str().unwrap_or_default().to_owned()
 }
@@ -110,15 +124,7 @@ fn when_no_target_can_honour_a_field_the_client_hears_400_naming_it_and_the_targ
     run(HARD_LIMIT, async {
         let (anthropic, gemini, proxy) =
             two_targets(("claude", MockProvider::anthropic()), ("gem", MockProvider::gemini())).await;
-        for stream in [true, false] {
-            let got = post_chat(&proxy, &asking(stream, json!({ "logprobs": true }))).await;
-            assert_eq!(got.status, 400, "stream {stream}: {}", got.raw);
-            assert_eq!(got.json()["error"]["code"], "unsupported_parameter", "{}", got.raw);
-            let message = error_message(&got);
-            for name in ["logprobs", "claude", "gem"] {
-                assert!(message.contains(name), "stream {stream}: the message names {name}: {message}");
-            }
-        }
+        refused_naming(&proxy, json!({ "logprobs": true }), &["logprobs", "claude", "gem"]).await;
         let image = json!({ "messages": [{ "role": "user", "content": [
             { "type": "text", "text": "what is it?" },
             { "type": "image_url", "image_url": { "url": "https://example.com/cat.tiff" } },

@@ -70,6 +70,12 @@ async fn failed_with_error_event(kind: ProviderKind) -> Vec<Event> {
     events
 }
 
+/// Replays the transcript `error_event`, which must end in an error event with no events before it.
+async fn error_event_alone(kind: ProviderKind) {
+    let events = failed_with_error_event(kind).await;
+    assert!(events.is_empty());
+}
+
 /// Usage with every count reported: input, output, cached input, reasoning.
 fn usage_of(input: u64, output: u64, cached: u64, reasoning: u64) -> Usage {
     Usage {
@@ -106,16 +112,25 @@ fn assert_no_empty_text(events: &[Event]) {
     assert!(events.iter().all(|e| !matches!(e, Event::Text(t) if t.is_empty())), "empty deltas are dropped");
 }
 
+/// Replays `kind`'s `text` transcript: no empty deltas, `text`, a stop, then
+/// `usage` (with its note); then truncation when cut before `marker`.
+async fn text_case(kind: ProviderKind, text: &str, usage: (Usage, &str), marker: &str) -> Vec<Event> {
+    let events = answered(kind, "text").await;
+    assert_no_empty_text(&events);
+    assert_eq!(text_of(&events), text);
+    assert_eq!(finish(&events), vec![FinishReason::Stop]);
+    let (usage, note) = usage;
+    assert_eq!(last_usage(&events), usage, "{note}");
+    cut_before(kind, "text", marker).await;
+    events
+}
+
 #[tokio::test]
 async fn openai_text_with_usage() {
-    let events = answered(ProviderKind::OpenAi, "text").await;
-    assert_no_empty_text(&events);
-    assert_eq!(text_of(&events), "Hello! How can I help you today? 👋");
+    let text = "Hello! How can I help you today? 👋";
+    let usage = (usage_of(19, 10, 0, 0), "the details are kept");
+    let events = text_case(ProviderKind::OpenAi, text, usage, "\"finish_reason\":\"stop\"").await;
     assert_eq!(events.first(), Some(&Event::Text("Hello".into())), "the role-only chunk gives no event");
-    assert_eq!(finish(&events), vec![FinishReason::Stop]);
-    let usage = usage_of(19, 10, 0, 0);
-    assert_eq!(last_usage(&events), usage, "the details are kept");
-    cut_before(ProviderKind::OpenAi, "text", "\"finish_reason\":\"stop\"").await;
 }
 
 /// The fixtures' one call: `get_weather`, with `arguments` in fragments, then the end.
@@ -129,11 +144,18 @@ fn assert_one_weather_call(events: &[Event], arguments: &str) {
     assert_eq!(finish(events), vec![FinishReason::ToolCalls]);
 }
 
+/// Replays `kind`'s `tool_call` transcript, expects the one weather call with
+/// `arguments`, then truncation when cut before `marker`.
+async fn weather_call_case(kind: ProviderKind, arguments: &str, marker: &str) {
+    let events = answered(kind, "tool_call").await;
+    assert_one_weather_call(&events, arguments);
+    cut_before(kind, "tool_call", marker).await;
+}
+
 #[tokio::test]
 async fn openai_tool_call() {
-    let events = answered(ProviderKind::OpenAi, "tool_call").await;
-    assert_one_weather_call(&events, r#"{"location": "Paris, France"}"#);
-    cut_before(ProviderKind::OpenAi, "tool_call", "\"finish_reason\":\"tool_calls\"").await;
+    weather_call_case(ProviderKind::OpenAi, r#"{"location": "Paris, France"}"#, "\"finish_reason\":\"tool_calls\"")
+        .await;
 }
 
 #[tokio::test]
@@ -152,13 +174,9 @@ async fn openai_error_event() {
 
 #[tokio::test]
 async fn anthropic_text_with_usage() {
-    let events = answered(ProviderKind::Anthropic, "text").await;
-    assert_no_empty_text(&events);
-    assert_eq!(text_of(&events), "Hello! Ça va? 👋");
-    assert_eq!(finish(&events), vec![FinishReason::Stop]);
+    let usage = (Usage { input_tokens: Some(25), output_tokens: Some(15), ..Usage::default() }, "");
+    let events = text_case(ProviderKind::Anthropic, "Hello! Ça va? 👋", usage, "event: message_stop").await;
     assert_eq!(events.last(), Some(&Event::Finish(FinishReason::Stop)), "finish comes at message_stop");
-    assert_eq!(last_usage(&events), Usage { input_tokens: Some(25), output_tokens: Some(15), ..Usage::default() });
-    cut_before(ProviderKind::Anthropic, "text", "event: message_stop").await;
 }
 
 #[tokio::test]
@@ -183,12 +201,8 @@ async fn anthropic_error_event() {
 
 #[tokio::test]
 async fn gemini_text_with_usage() {
-    let events = answered(ProviderKind::Gemini, "text").await;
-    assert_no_empty_text(&events);
-    assert_eq!(text_of(&events), "Hello! How can I help you today? 👋");
-    assert_eq!(finish(&events), vec![FinishReason::Stop]);
-    assert_eq!(last_usage(&events), Usage { input_tokens: Some(8), output_tokens: Some(11), ..Usage::default() });
-    cut_before(ProviderKind::Gemini, "text", "\"finishReason\"").await;
+    let usage = (Usage { input_tokens: Some(8), output_tokens: Some(11), ..Usage::default() }, "");
+    text_case(ProviderKind::Gemini, "Hello! How can I help you today? 👋", usage, "\"finishReason\"").await;
 }
 
 #[tokio::test]
@@ -203,10 +217,9 @@ async fn gemini_thoughts_are_not_answer_text() {
 
 #[tokio::test]
 async fn anthropic_thinking_is_reasoning_and_cache_reads_count_in_the_prompt() {
-    let events = answered(ProviderKind::Anthropic, "thinking_cached").await;
-    assert_eq!(text_of(&events), "27 × 453 = 12,231.");
-    assert_eq!(reasoning_of(&events), "The user wants 27 * 453. 27 * 453 = 12231.");
-    let signatures: Vec<&Event> = events.iter().filter(|event| matches!(event, Event::Signature(_))).collect();
+    let (text, reasoning) = ("27 × 453 = 12,231.", "The user wants 27 * 453. 27 * 453 = 12231.");
+    let events = reasoning_case(ProviderKind::Anthropic, "thinking_cached", text, reasoning).await;
+    let signatures = signatures_of(&events);
     assert_eq!(
         signatures,
         [&Event::Signature("EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds".into())],
@@ -235,6 +248,18 @@ async fn gemini_cached_content_is_counted_among_the_prompt() {
     assert_eq!(usage.output_tokens, Some(9));
 }
 
+/// Replays the transcript `name`, whose answer is `text` after `reasoning`.
+async fn reasoning_case(kind: ProviderKind, name: &str, text: &str, reasoning: &str) -> Vec<Event> {
+    let events = answered(kind, name).await;
+    assert_eq!(text_of(&events), text);
+    assert_eq!(reasoning_of(&events), reasoning);
+    events
+}
+
+fn signatures_of(events: &[Event]) -> Vec<&Event> {
+    events.iter().filter(|event| matches!(event, Event::Signature(_))).collect()
+}
+
 fn reasoning_of(events: &[Event]) -> String {
     events.iter().filter_map(|e| if let Event::Reasoning(t) = e { Some(t.as_str()) } else { None }).collect()
 }
@@ -254,35 +279,32 @@ async fn gemini_tool_call() {
 
 #[tokio::test]
 async fn gemini_error_event() {
-    let events = failed_with_error_event(ProviderKind::Gemini).await;
-    assert!(events.is_empty());
+    error_event_alone(ProviderKind::Gemini).await;
 }
 
 #[tokio::test]
 async fn responses_text_with_usage() {
-    let events = answered(ProviderKind::OpenAiResponses, "text").await;
-    assert_no_empty_text(&events);
-    assert_eq!(text_of(&events), "Hello! How can I help you today? 👋");
-    assert_eq!(finish(&events), vec![FinishReason::Stop]);
-    let usage = usage_of(19, 10, 0, 0);
-    assert_eq!(last_usage(&events), usage);
-    cut_before(ProviderKind::OpenAiResponses, "text", "\"type\":\"response.completed\"").await;
+    let text = "Hello! How can I help you today? 👋";
+    let usage = (usage_of(19, 10, 0, 0), "");
+    text_case(ProviderKind::OpenAiResponses, text, usage, "\"type\":\"response.completed\"").await;
 }
 
 #[tokio::test]
 async fn responses_tool_call() {
-    let events = answered(ProviderKind::OpenAiResponses, "tool_call").await;
     // The call's id is its `call_id`, not its item's id.
-    assert_one_weather_call(&events, r#"{"location":"Paris, France"}"#);
-    cut_before(ProviderKind::OpenAiResponses, "tool_call", "\"type\":\"response.completed\"").await;
+    weather_call_case(
+        ProviderKind::OpenAiResponses,
+        r#"{"location":"Paris, France"}"#,
+        "\"type\":\"response.completed\"",
+    )
+    .await;
 }
 
 #[tokio::test]
 async fn responses_reasoning_summary_is_reasoning_with_its_encrypted_form() {
-    let events = answered(ProviderKind::OpenAiResponses, "reasoning_cached").await;
-    assert_eq!(reasoning_of(&events), "**Adding numbers**\n\nThe user asks for 2+2; that is 4.");
-    assert_eq!(text_of(&events), "2 + 2 = 4.");
-    let signatures: Vec<&Event> = events.iter().filter(|event| matches!(event, Event::Signature(_))).collect();
+    let (text, reasoning) = ("2 + 2 = 4.", "**Adding numbers**\n\nThe user asks for 2+2; that is 4.");
+    let events = reasoning_case(ProviderKind::OpenAiResponses, "reasoning_cached", text, reasoning).await;
+    let signatures = signatures_of(&events);
     assert_eq!(signatures, [&Event::Signature("gAAAAABor0KzQ2VuY3J5cHRlZC1yZWFzb25pbmctZml4dHVyZQ==".into())]);
     let usage = last_usage(&events);
     assert_eq!((usage.input_tokens, usage.cached_input_tokens), (Some(2048), Some(1920)));
@@ -291,8 +313,7 @@ async fn responses_reasoning_summary_is_reasoning_with_its_encrypted_form() {
 
 #[tokio::test]
 async fn responses_failed_is_an_error_event() {
-    let events = failed_with_error_event(ProviderKind::OpenAiResponses).await;
-    assert!(events.is_empty());
+    error_event_alone(ProviderKind::OpenAiResponses).await;
 }
 
 #[tokio::test]

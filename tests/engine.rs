@@ -4,13 +4,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
 
+#[path = "support/engine_call.rs"]
+mod engine_call;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use baton::admission::{Admission, Candidate, Policy, Settlement, Skip, Ticket};
 use baton::config::{self, Config};
 use baton::core::{Call, Committed, Engine, ProxyError};
-use baton::event::{ChatRequest, Event, Message, Role, Usage};
+use baton::event::{Event, Usage};
 use baton::providers::ProviderError;
 use baton::providers::scripted::{Script, Scripted};
 use futures_util::StreamExt;
@@ -33,13 +36,7 @@ fn config(route: &str, targets: &[&str]) -> Config {
 }
 
 fn call() -> Call {
-    let request = ChatRequest { messages: vec![Message::text(Role::User, "tell me")], ..ChatRequest::default() };
-    Call {
-        id: Arc::from("req_test"),
-        request: Box::new(request),
-        drills: Default::default(),
-        trace: Default::default(),
-    }
+    engine_call::call_with_id("req_test")
 }
 
 /// Streams one call and reads its whole answer: who answered, and the text.

@@ -23,7 +23,9 @@ use baton::store::time::rfc3339;
 use baton::store::{Records, RequestRow, StoreSignals, now_ms};
 use serde_json::{Value, json};
 use support::backend::Backend;
-use support::{ChatConfig, Proxy, Server, Spawned, chat_body, eventually, post_with, provider_toml, run};
+use support::{
+    ChatConfig, Proxy, Server, Spawned, admin_get as get, chat_body, eventually, post_with, provider_toml, run,
+};
 
 const HARD_LIMIT: Duration = Duration::from_secs(60);
 /// How long a row may take to be visible: one batch interval, on a loaded machine.
@@ -67,16 +69,6 @@ async fn history_config(store: &str) -> (String, Vec<baton::mock::MockHandle>) {
 
 async fn start(text: &str) -> Proxy {
     Proxy::start_recorded_text(text).await.0
-}
-
-/// `GET path`, with the admin token when given, as (status, body).
-async fn get(server: &impl Server, path: &str, token: Option<&str>) -> (u16, Value) {
-    let mut request = reqwest::Client::new().get(server.url(path));
-    if let Some(token) = token {
-        request = request.header("x-baton-admin-token", token);
-    }
-    let response = request.send().await.expect("the proxy answers");
-    (response.status().as_u16(), response.json().await.unwrap_or(Value::Null))
 }
 
 /// A chat request for `model` as `key`, streamed or not; its status.

@@ -50,6 +50,12 @@ async fn on_sqlite(name: &str, top: &str) -> (Backend, String, baton::mock::Mock
     (backend, text, mocks)
 }
 
+/// The config of [`on_sqlite`] with the config text `line` taken out.
+async fn on_sqlite_without(name: &str, top: &str, line: &str) -> (Backend, String, baton::mock::MockHandle) {
+    let (backend, text, provider) = on_sqlite(name, top).await;
+    (backend, text.replacen(line, "", 1), provider)
+}
+
 async fn start(text: &str) -> (Proxy, baton::AppState) {
     Proxy::start_recorded_text(text).await
 }
@@ -187,8 +193,8 @@ fn a_bad_key_request_is_refused_with_what_was_wrong() {
 #[test]
 fn without_an_admin_token_the_keys_endpoints_are_off_even_on_loopback() {
     run(HARD_LIMIT, async {
-        let (_backend, text, _provider) = on_sqlite("keys-off", "").await;
-        let text = text.replacen(&format!("admin_token = \"{TOKEN}\"\n"), "", 1);
+        let (_backend, text, _provider) =
+            on_sqlite_without("keys-off", "", &format!("admin_token = \"{TOKEN}\"\n")).await;
         let (proxy, _state) = start(&text).await;
         for (method, path) in [("POST", "/admin/keys"), ("GET", "/admin/keys"), ("DELETE", "/admin/keys/x")] {
             let (status, body) = admin(&proxy, method, path, Some(json!({ "name": "x" })), None).await;
@@ -252,8 +258,8 @@ fn a_restart_keeps_keys_and_their_spend() {
 #[test]
 fn open_to_the_network_with_a_store_and_no_key_baton_starts_closed_until_one_is_made() {
     run(HARD_LIMIT, async {
-        let (backend, text, _provider) = on_sqlite("closed", "listen = \"0.0.0.0:8080\"\n").await;
-        let text = text.replacen(&format!("[[keys]]\nname = \"web\"\nkey = \"{WEB}\"\n"), "", 1);
+        let web = format!("[[keys]]\nname = \"web\"\nkey = \"{WEB}\"\n");
+        let (backend, text, _provider) = on_sqlite_without("closed", "listen = \"0.0.0.0:8080\"\n", &web).await;
         let (proxy, _state) = start(&text).await;
         let refused = post_with(&proxy, "/v1/chat/completions", &chat_body(false), &[]).await;
         assert_eq!(refused.status, 401, "no key yet, and none needed would be an open relay: {}", refused.raw);

@@ -46,12 +46,9 @@ fn no_circle_between_top_level_modules() {
         }
     }
     assert!(stale.is_empty(), "these known upward arrows are gone; take them off KNOWN_UPWARD: {stale:?}");
-    let circles = circles(&graph);
-    assert!(
-        circles.is_empty(),
-        "top-level modules that depend on each other in a circle: {circles:?}\nthe graph:\n{}",
-        show(&graph)
-    );
+    assert_no_circle(&graph, |circles| {
+        format!("top-level modules that depend on each other in a circle: {circles}\nthe graph:\n{}", show(&graph))
+    });
 }
 
 #[test]
@@ -70,12 +67,9 @@ fn no_circle_between_the_files_of_an_untangled_module() {
     let source = Crate::read();
     for module in UNTANGLED {
         let graph = source.inside(module);
-        let circles = circles(&graph);
-        assert!(
-            circles.is_empty(),
-            "files of {module} that import each other in a circle: {circles:?}\n{}",
-            show(&graph)
-        );
+        assert_no_circle(&graph, |circles| {
+            format!("files of {module} that import each other in a circle: {circles}\n{}", show(&graph))
+        });
     }
 }
 
@@ -438,6 +432,12 @@ fn prev_is_word(chars: &[char], i: usize) -> bool {
 
 /// Every circle in `graph`: its strongly connected parts of more than one
 /// node, each sorted.
+/// Asserts `graph` has no circle; `explain` words the failure from the circles found (as `{:?}`).
+fn assert_no_circle(graph: &Graph, explain: impl Fn(&str) -> String) {
+    let circles = circles(graph);
+    assert!(circles.is_empty(), "{}", explain(&format!("{circles:?}")));
+}
+
 fn circles(graph: &Graph) -> Vec<Vec<String>> {
     let nodes: BTreeSet<&String> = graph.keys().chain(graph.values().flatten()).collect();
     let reach = |from: &String| {

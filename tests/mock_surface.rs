@@ -37,6 +37,13 @@ async fn through(provider: &MockHandle, route_keys: &str) -> Proxy {
     Proxy::start(&ChatConfig::new().keys(route_keys).mock("p", provider).toml()).await
 }
 
+/// A baton straight over a `kind` provider with its defaults.
+async fn plain(kind: ProviderKind) -> (MockHandle, Proxy) {
+    let provider = MockProvider::new(kind).spawned().await;
+    let proxy = through(&provider, "").await;
+    (provider, proxy)
+}
+
 /// A baton over a `kind` provider answering `tokens` words, and a streamed
 /// request to it saying `prompt`, offered the weather tools.
 async fn offering_tools(kind: ProviderKind, tokens: usize, prompt: &str) -> (MockHandle, Proxy, Value) {
@@ -142,8 +149,7 @@ fn tool_round_trip(stream: bool) -> Value {
 fn a_tool_result_is_answered_with_its_content() {
     run(HARD_LIMIT, async {
         for kind in ProviderKind::ALL {
-            let provider = MockProvider::new(kind).spawned().await;
-            let proxy = through(&provider, "").await;
+            let (provider, proxy) = plain(kind).await;
             let got = post_chat(&proxy, &tool_round_trip(true)).await;
             assert_eq!(got.streamed_text(), "the tool said: 18C and sunny", "{kind}: {}", got.raw);
             assert!(content_chunks(&got) > 1, "{kind}: the answer is streamed in pieces");
@@ -189,8 +195,7 @@ fn forecast_schema() -> Value {
 fn json_answers_are_valid_for_the_schema_and_streamed_in_fragments() {
     run(HARD_LIMIT, async {
         for kind in ProviderKind::ALL {
-            let provider = MockProvider::new(kind).spawned().await;
-            let proxy = through(&provider, "").await;
+            let (provider, proxy) = plain(kind).await;
             let mut body = ask(true, json!([{ "role": "user", "content": "the forecast" }]));
             body["response_format"] =
                 json!({ "type": "json_schema", "json_schema": { "name": "forecast", "schema": forecast_schema() } });

@@ -5,12 +5,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
 
+#[path = "support/engine_call.rs"]
+mod engine_call;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use baton::config::{self, Config, RetryBudgetSettings};
 use baton::core::{Call, Engine};
-use baton::event::{ChatRequest, Event, Message, Role};
+use baton::event::Event;
 use baton::providers::ProviderError;
 use baton::providers::scripted::{Script, Scripted};
 use futures_util::StreamExt;
@@ -32,13 +35,7 @@ fn config(route: &str, retries: u32) -> Config {
 }
 
 fn call() -> Call {
-    let request = ChatRequest { messages: vec![Message::text(Role::User, "tell me")], ..ChatRequest::default() };
-    Call {
-        id: Arc::from("req_budget"),
-        request: Box::new(request),
-        drills: Default::default(),
-        trace: Default::default(),
-    }
+    engine_call::call_with_id("req_budget")
 }
 
 /// Streams one call to its end: who answered, and the text.

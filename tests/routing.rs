@@ -73,6 +73,14 @@ fn fails() -> Script {
     Script::fails(ProviderError::Server { status: 503, message: String::new() })
 }
 
+/// An engine for `config` whose providers `a` and `b` each answer after 1 ms.
+fn a_then_b_answering(config: &Config) -> (Arc<Scripted>, Engine) {
+    let scripted = Scripted::new();
+    scripted.then("a", answers_after(1)).then("b", answers_after(1));
+    let engine = engine(config, &scripted);
+    (scripted, engine)
+}
+
 /// The model asked first by the request that began once `before` requests had been seen.
 fn first_asked(scripted: &Scripted, before: usize) -> String {
     scripted.opened().get(before).map(|opened| opened.model.clone()).unwrap_or_default()
@@ -81,9 +89,7 @@ fn first_asked(scripted: &Scripted, before: usize) -> String {
 #[tokio::test(start_paused = true)]
 async fn weighted_first_attempts_follow_the_weights_over_two_thousand_requests() {
     let config = config("strategy = \"weighted\"", &[("a", ", weight = 3"), ("b", ", weight = 1")]);
-    let scripted = Scripted::new();
-    scripted.then("a", answers_after(1)).then("b", answers_after(1));
-    let engine = engine(&config, &scripted);
+    let (scripted, engine) = a_then_b_answering(&config);
     fastrand::seed(7);
     for _ in 0..2000 {
         let committed = stream(&engine, &config, call(10, None)).await.expect("answered");
@@ -168,9 +174,7 @@ async fn automatic_hedging_goes_by_the_first_target_of_the_order() {
 #[tokio::test(start_paused = true)]
 async fn a_target_too_small_for_the_request_is_skipped_without_an_attempt() {
     let config = config("", &[("a", ", context_window = 1000"), ("b", ", context_window = 100000")]);
-    let scripted = Scripted::new();
-    scripted.then("a", answers_after(1)).then("b", answers_after(1));
-    let engine = engine(&config, &scripted);
+    let (scripted, engine) = a_then_b_answering(&config);
     // 4,000 characters are about 1,000 tokens, and 1,024 more are reserved for the answer.
     let committed = stream(&engine, &config, call(4000, None)).await.expect("b answers");
     assert_eq!((&*committed.winner.provider, committed.winner.attempts), ("b", 1), "the skip is no attempt");

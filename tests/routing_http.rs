@@ -9,7 +9,7 @@ mod support;
 
 use std::time::Duration;
 
-use baton::mock::MockProvider;
+use baton::mock::{MockHandle, MockProvider};
 use serde_json::{Value, json};
 use support::{ChatConfig, Proxy, Spawned, chat_body, post_chat, run};
 
@@ -67,11 +67,15 @@ fn a_route_is_served_and_listed_under_its_aliases_and_a_key_may_be_allowed_one()
     });
 }
 
+/// Two providers started, each answering with its own marker.
+async fn marked(first: (MockProvider, &str), second: (MockProvider, &str)) -> (MockHandle, MockHandle) {
+    (first.0.marker(first.1).spawned().await, second.0.marker(second.1).spawned().await)
+}
+
 #[test]
 fn a_weighted_route_spreads_first_attempts_by_weight() {
     run(HARD_LIMIT, async {
-        let heavy = MockProvider::openai().marker("heavy").spawned().await;
-        let light = MockProvider::openai().marker("light").spawned().await;
+        let (heavy, light) = marked((MockProvider::openai(), "heavy"), (MockProvider::openai(), "light")).await;
         let config = ChatConfig::new()
             .keys("strategy = \"weighted\"")
             .mock("heavy", &heavy)
@@ -103,8 +107,7 @@ fn long_body(stream: bool, tokens: usize, max_tokens: u32) -> Value {
 #[test]
 fn a_request_too_large_for_a_window_goes_to_a_larger_one_or_gets_400() {
     run(HARD_LIMIT, async {
-        let small = MockProvider::openai().marker("small").spawned().await;
-        let large = MockProvider::anthropic().marker("large").spawned().await;
+        let (small, large) = marked((MockProvider::openai(), "small"), (MockProvider::anthropic(), "large")).await;
         let config = ChatConfig::new()
             .mock("small", &small)
             .target_keys("context_window = 4096")

@@ -103,16 +103,19 @@ fn a_keys_token_reservations_are_shared_and_settled_across_two_replicas() {
     });
 }
 
+/// A `limited` provider with `keys`, then a `spare`, routed in that order.
+async fn limited_then_spare(keys: &str) -> (MockHandle, MockHandle, ChatConfig) {
+    let (limited, spare) = (MockProvider::openai().spawned().await, MockProvider::openai().spawned().await);
+    let chat =
+        ChatConfig::new().deadlines(5000, 5000).mock("limited", &limited).provider_keys(keys).mock("spare", &spare);
+    (limited, spare, chat)
+}
+
 #[test]
 fn a_providers_quota_holds_across_two_replicas_and_the_rest_fails_over() {
     run(HARD_LIMIT, async {
         let redis = RedisServer::start();
-        let (limited, spare) = (MockProvider::openai().spawned().await, MockProvider::openai().spawned().await);
-        let chat = ChatConfig::new()
-            .deadlines(5000, 5000)
-            .mock("limited", &limited)
-            .provider_keys("rpm = 4\ntpm = 100000")
-            .mock("spare", &spare);
+        let (limited, _spare, chat) = limited_then_spare("rpm = 4\ntpm = 100000").await;
         let (a, b) = two_replicas(&format!("{}\n{}", redis.state_toml("quota"), chat.toml())).await;
         // Ten at once, five on each: alone, each replica would send 4 to `limited`.
         let asks = (0..10).map(|i| ask_anonymous(if i % 2 == 0 { &a } else { &b }));
@@ -135,12 +138,7 @@ fn a_providers_quota_holds_across_two_replicas_and_the_rest_fails_over() {
 fn an_attempt_the_shared_quota_refused_takes_nothing_from_the_replicas_own() {
     run(HARD_LIMIT, async {
         let mut redis = RedisServer::start();
-        let (limited, spare) = (MockProvider::openai().spawned().await, MockProvider::openai().spawned().await);
-        let chat = ChatConfig::new()
-            .deadlines(5000, 5000)
-            .mock("limited", &limited)
-            .provider_keys("rpm = 2")
-            .mock("spare", &spare);
+        let (_limited, _spare, chat) = limited_then_spare("rpm = 2").await;
         let (a, b) = two_replicas(&format!("{}\n{}", redis.state_toml("not-sent"), chat.toml())).await;
         for _ in 0..2 {
             assert_eq!(answered_by(&b).await, "limited", "B uses the cluster's quota");

@@ -21,7 +21,10 @@ use baton::store::{Records, RequestRow, StoreSignals, now_ms, retention};
 use serde_json::{Value, json};
 use support::backend::{Backend, TempDir};
 use support::postgres::TempDb;
-use support::{Baton, ChatConfig, Proxy, Server, Spawned, chat_body, eventually, metrics, post_raw, post_with, run};
+use support::{
+    Baton, ChatConfig, Proxy, Received, Server, Spawned, admin_get as admin, chat_body, eventually, metrics, post_raw,
+    post_with, run,
+};
 
 const HARD_LIMIT: Duration = Duration::from_secs(60);
 /// How long a row may take to be visible: one batch interval, on a loaded machine.
@@ -72,14 +75,10 @@ async fn ask(server: &impl Server, key: Option<&str>, id: &str, body: &Value) ->
     post_with(server, "/v1/chat/completions", body, &headers).await.status
 }
 
-/// `GET path` with the admin token (or `token`), as (status, body).
-async fn admin(server: &impl Server, path: &str, token: Option<&str>) -> (u16, Value) {
-    let mut request = reqwest::Client::new().get(server.url(path));
-    if let Some(token) = token {
-        request = request.header("x-baton-admin-token", token);
-    }
-    let response = request.send().await.expect("the proxy answers");
-    (response.status().as_u16(), response.json().await.unwrap_or(Value::Null))
+/// A chat request from the web key straight to `server`.
+async fn post_as_web(server: &impl Server) -> Received {
+    post_with(server, "/v1/chat/completions", &chat_body(false), &[("authorization", "Bearer sk-web-0123456789abcdef")])
+        .await
 }
 
 /// The log's rows for `query` once there are at least `count` of them.
@@ -311,13 +310,7 @@ fn a_restart_keeps_budget_spend_sqlite_binary() {
         assert!(db.exists(), "the rows went to {db:?}");
 
         let baton = Baton::serve(&config).start().await;
-        let refused = post_with(
-            &baton,
-            "/v1/chat/completions",
-            &chat_body(false),
-            &[("authorization", "Bearer sk-web-0123456789abcdef")],
-        )
-        .await;
+        let refused = post_as_web(&baton).await;
         assert_eq!(refused.status, 429, "still spent after the restart: {}", refused.raw);
         assert_eq!(refused.json()["error"]["code"], "budget_exceeded");
         assert_eq!(ask(&baton, Some(BATCH), "other-key", &chat_body(false)).await, 200, "another key has no budget");
@@ -339,13 +332,7 @@ fn a_restart_keeps_budget_spend_postgres() {
             drop((proxy, state));
         }
         let (proxy, _state) = start(&text).await;
-        let refused = post_with(
-            &proxy,
-            "/v1/chat/completions",
-            &chat_body(false),
-            &[("authorization", "Bearer sk-web-0123456789abcdef")],
-        )
-        .await;
+        let refused = post_as_web(&proxy).await;
         assert_eq!(
             (refused.status, refused.json()["error"]["code"].clone()),
             (429, json!("budget_exceeded")),

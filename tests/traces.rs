@@ -92,6 +92,13 @@ fn text(value: Option<&opentelemetry_proto::tonic::common::v1::AnyValue>) -> Str
 }
 
 /// A span's attributes by name, each as text.
+/// Asserts each `(key, value)` of `expected` among `attrs`, naming `what` they belong to.
+fn assert_attributes(attrs: &HashMap<String, String>, expected: &[(&str, &str)], what: &str) {
+    for &(key, value) in expected {
+        assert_eq!(attrs.get(key).map(String::as_str), Some(value), "{what}'s {key}: {attrs:#?}");
+    }
+}
+
 fn attributes(span: &Span) -> HashMap<String, String> {
     span.attributes.iter().map(|kv| (kv.key.clone(), text(kv.value.as_ref()))).collect()
 }
@@ -181,9 +188,7 @@ fn a_failover_arrives_as_a_request_span_over_two_attempt_spans_in_the_clients_tr
             ("baton.attempts", "2"),
             ("baton.fallback_count", "1"),
         ];
-        for (key, value) in expected {
-            assert_eq!(attrs.get(key).map(String::as_str), Some(value), "request span's {key}: {attrs:#?}");
-        }
+        assert_attributes(&attrs, &expected, "request span");
         let ttft: f64 = attrs["gen_ai.response.time_to_first_chunk"].parse().unwrap();
         assert!(ttft > 0.0 && ttft < HARD_LIMIT.as_secs_f64(), "a time to first token in seconds: {ttft}");
         assert_ne!(request.status.as_ref().map(|s| s.code), Some(SpanStatus::Error as i32), "an answered request");
@@ -215,9 +220,7 @@ fn a_failover_arrives_as_a_request_span_over_two_attempt_spans_in_the_clients_tr
             ("baton.retry", "0"),
             ("baton.breaker_state", "closed"),
         ];
-        for (key, value) in expected {
-            assert_eq!(attrs.get(key).map(String::as_str), Some(value), "failed attempt's {key}: {attrs:#?}");
-        }
+        assert_attributes(&attrs, &expected, "failed attempt");
         assert_eq!(
             failed.status.as_ref().map(|s| s.code),
             Some(SpanStatus::Error as i32),
@@ -236,9 +239,7 @@ fn a_failover_arrives_as_a_request_span_over_two_attempt_spans_in_the_clients_tr
             ("baton.outcome", "committed"),
             ("baton.breaker_state", "closed"),
         ];
-        for (key, value) in expected {
-            assert_eq!(attrs.get(key).map(String::as_str), Some(value), "answering attempt's {key}: {attrs:#?}");
-        }
+        assert_attributes(&attrs, &expected, "answering attempt");
         assert!(attrs.contains_key("gen_ai.response.time_to_first_chunk"), "the attempt's time to first token");
         assert!(!attrs.contains_key("baton.failure_class"), "the answering attempt did not fail");
     });

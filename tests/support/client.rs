@@ -188,3 +188,13 @@ pub async fn first_chunk(response: &mut reqwest::Response) -> Bytes {
 pub async fn leave_after_first_chunk(server: &impl Server) {
     first_chunk(&mut open_chat(server, &chat_body(true)).await).await;
 }
+
+/// `GET path`, with the admin token when given, as (status, body).
+pub async fn admin_get(server: &impl Server, path: &str, token: Option<&str>) -> (u16, Value) {
+    let mut request = reqwest::Client::new().get(server.url(path));
+    if let Some(token) = token {
+        request = request.header("x-baton-admin-token", token);
+    }
+    let response = request.send().await.expect("the proxy answers");
+    (response.status().as_u16(), response.json().await.unwrap_or(Value::Null))
+}

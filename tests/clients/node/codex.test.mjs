@@ -187,16 +187,26 @@ function assertCodexAsked(exchanges, route, provider) {
 }
 
 
-test("codex exec works through baton to an OpenAI-kind target", { timeout: 90000 }, async () => {
-  const openai = await mock("openai");
-  const proxy = await recordingProxy(await gateway("codex-gpt", [["openai", openai]], 'unsupported_params = "drop"\n'));
+/**
+ * Runs Codex through a recording baton whose route `model` has one `kind`
+ * target: it answered, asked as Codex does, and the target was asked twice.
+ * Resolves with the recording proxy and the target's records.
+ */
+async function codexThrough(kind, model) {
+  const target = await mock(kind);
+  const proxy = await recordingProxy(await gateway(model, [[kind, target]], 'unsupported_params = "drop"\n'));
 
-  const run = await runCodex(proxy.addr, "codex-gpt");
+  const run = await runCodex(proxy.addr, model);
   assertAnswered(run);
-  assertCodexAsked(proxy.exchanges, "codex-gpt", "openai");
+  assertCodexAsked(proxy.exchanges, model, kind);
 
-  const records = await recorded(openai);
+  const records = await recorded(target);
   assert.equal(records.length, 2, "the target was asked twice");
+  return { proxy, records };
+}
+
+test("codex exec works through baton to an OpenAI-kind target", { timeout: 90000 }, async () => {
+  const { proxy, records } = await codexThrough("openai", "codex-gpt");
   for (const { path, headers, body } of records) {
     assert.equal(path, "/v1/chat/completions", "asked at Chat Completions");
     assert.equal(headers.authorization, undefined, "the client's key is not sent on to the provider");
@@ -213,15 +223,7 @@ test("codex exec works through baton to an OpenAI-kind target", { timeout: 90000
 });
 
 test("codex exec works through baton to an Anthropic-kind target", { timeout: 90000 }, async () => {
-  const anthropic = await mock("anthropic");
-  const proxy = await recordingProxy(await gateway("codex-claude", [["anthropic", anthropic]], 'unsupported_params = "drop"\n'));
-
-  const run = await runCodex(proxy.addr, "codex-claude");
-  assertAnswered(run);
-  assertCodexAsked(proxy.exchanges, "codex-claude", "anthropic");
-
-  const records = await recorded(anthropic);
-  assert.equal(records.length, 2, "the target was asked twice");
+  const { proxy, records } = await codexThrough("anthropic", "codex-claude");
   for (const { path, headers, body } of records) {
     assert.equal(path, "/v1/messages", "asked at the Messages API");
     assert.equal(headers["anthropic-version"], "2023-06-01");
