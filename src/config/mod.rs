@@ -7,6 +7,7 @@
 
 mod budget;
 mod check;
+mod drill_fault;
 mod error;
 mod keys;
 mod ops;
@@ -26,6 +27,7 @@ mod warnings;
 use std::path::Path;
 
 pub use budget::{Budget, BudgetAction, BudgetScope, Budgets, RequestCap};
+pub use drill_fault::{DrillFault, Drills};
 pub use error::ConfigError;
 pub use keys::Access;
 pub use ops::{AlertEvent, DEFAULT_DRILL_MAX_TOKENS, DEFAULT_DRILL_PROMPT, Drill, DrillExpect, Webhook};

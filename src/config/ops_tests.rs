@@ -74,7 +74,7 @@ fn a_drill_takes_its_route_interval_and_failures() {
     assert_eq!(drill.route, "chat", "an alias is resolved to its route");
     assert_eq!(drill.every, Duration::from_secs(30));
     assert_eq!(drill.fail_spec, "claude=stall_first_token");
-    assert_eq!(drill.fail.for_provider("claude"), Some(crate::core::DrillFault::StallFirstToken));
+    assert_eq!(drill.fail.for_provider("claude"), Some(crate::config::DrillFault::StallFirstToken));
     assert_eq!((drill.prompt.as_str(), drill.max_tokens, drill.expect), ("Say ok.", 4, DrillExpect::Answered));
     let plain = load("[[drills]]\nroute = \"chat\"\nevery = \"1d\"").expect("valid");
     let drill = &plain.drills[0];

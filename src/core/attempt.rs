@@ -12,11 +12,11 @@ use tokio::time::{Instant, sleep_until, timeout_at};
 
 use super::Failure;
 use super::commit::{CommitClock, Next, ReasoningRule};
-use super::drill::{DrillFault, Drilled};
+use super::drill::Drilled;
 use super::pass::Plan;
 use super::rules::Rules;
 use crate::admission::{Admission, Candidate, Settlement, Skip, Tickets};
-use crate::config::Target;
+use crate::config::{DrillFault, Target};
 use crate::event::{ChatRequest, Event};
 use crate::observe::traces::{AttemptSpan, AttemptStart};
 use crate::observe::{AttemptInfo, AttemptObserver, AttemptReport, AttemptResult};

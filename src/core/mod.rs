@@ -26,7 +26,6 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
-pub use drill::{DrillFault, Drills};
 pub use error::ProxyError;
 pub use failure::{AttemptRecord, Failure};
 pub use relay::CommittedStream;
@@ -34,7 +33,7 @@ pub use relay::CommittedStream;
 use crate::admission::Admission;
 use crate::clock::far_future;
 use crate::clock::later;
-use crate::config::{Config, MidstreamPolicy, Route};
+use crate::config::{Config, Drills, MidstreamPolicy, Route};
 pub use crate::event::Winner;
 use crate::event::{ChatRequest, Event};
 use crate::observe::traces::TraceHandle;

@@ -11,8 +11,7 @@ use serde_json::{Value, json};
 
 use super::AppState;
 use crate::admission::{RequestGate, SpendView};
-use crate::config::{BudgetAction, BudgetScope, Config};
-use crate::core::Drills;
+use crate::config::{BudgetAction, BudgetScope, Config, Drills};
 use crate::dialect::ApiError;
 use crate::resilience::{BreakerState, ProviderHealth, Tally};
 

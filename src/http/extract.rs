@@ -17,7 +17,7 @@ use super::edge::Arrival;
 use super::{AppState, admin, error};
 use crate::access::ClientKey;
 use crate::config::Config;
-use crate::core::Drills;
+use crate::config::Drills;
 use crate::dialect::{ApiError, Dialect, Ingress};
 use crate::event::ChatRequest;
 

@@ -1,0 +1,80 @@
+//! What the Messages door's encoder writes, read back by baton's own
+//! Anthropic decoder: what an anthropic-kind provider says comes out of the
+//! Messages door as it went in. The dialects and the providers sit side by
+//! side in the crate, so a test that uses both lives here, outside them.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
+
+use baton::dialect::Encoder;
+use baton::dialect::anthropic::MessageEncoder;
+use baton::event::{Event, FinishReason, ToolCallDelta, Usage};
+use baton::providers::{ProviderKind, SseEvent};
+use bytes::BytesMut;
+use serde_json::Value;
+
+fn encode(answer: Vec<Event>) -> BytesMut {
+    let mut encoder = MessageEncoder::new("msg_1", "claude-x");
+    let mut out = BytesMut::new();
+    for event in answer {
+        encoder.write_event(event, &mut out);
+    }
+    encoder.write_done(&mut out);
+    out
+}
+
+/// A tool-call event: the first of a call carries its id and name.
+fn call(index: u32, id: Option<&str>, name: Option<&str>, arguments: &str) -> Event {
+    Event::ToolCall(ToolCallDelta {
+        index,
+        id: id.map(str::to_owned),
+        name: name.map(str::to_owned),
+        arguments: arguments.to_owned(),
+    })
+}
+
+/// Each named SSE event of `bytes`, as (name, data); whole events only.
+fn events(bytes: &[u8]) -> Vec<(String, Value)> {
+    let text = std::str::from_utf8(bytes).unwrap_or_default();
+    assert!(text.ends_with("\n\n"), "whole events only: {text:?}");
+    text.split_terminator("\n\n")
+        .map(|event| {
+            let (name, data) = event.split_once('\n').unwrap_or_default();
+            let name = name.strip_prefix("event: ").unwrap_or_default().to_owned();
+            let data = serde_json::from_str(data.strip_prefix("data: ").unwrap_or_default()).unwrap_or_default();
+            (name, data)
+        })
+        .collect()
+}
+
+#[test]
+fn anthropics_own_decoder_reads_back_what_the_encoder_wrote() {
+    let answer = vec![
+        Event::Usage(Usage { input_tokens: Some(7), output_tokens: Some(0), ..Usage::default() }),
+        Event::Reasoning("think".into()),
+        Event::Signature("sig".into()),
+        Event::Text("one".into()),
+        Event::Text(" two".into()),
+        call(0, Some("toolu_a"), Some("f"), ""),
+        call(0, None, None, "{\"x\":"),
+        call(0, None, None, "1}"),
+        Event::Usage(Usage { output_tokens: Some(9), ..Usage::default() }),
+        Event::Finish(FinishReason::ToolCalls),
+    ];
+    let out = encode(answer.clone());
+    let mut decoder = ProviderKind::Anthropic.adapter().decoder();
+    let mut back = Vec::new();
+    for (name, data) in events(&out) {
+        let sse = SseEvent::new(&name, &data.to_string());
+        back.extend(decoder.on_event(&sse).unwrap_or_default());
+    }
+    assert!(decoder.is_done(), "message_stop ends it");
+    let usage_free = |events: &[Event]| -> Vec<Event> {
+        events.iter().filter(|event| !matches!(event, Event::Usage(_))).cloned().collect()
+    };
+    assert_eq!(usage_free(&back), usage_free(&answer));
+    let last_usage = back.iter().rev().find_map(|event| match event {
+        Event::Usage(usage) => Some(*usage),
+        _ => None,
+    });
+    assert_eq!(last_usage.map(|u| (u.input_tokens, u.output_tokens)), Some((Some(7), Some(9))));
+}
