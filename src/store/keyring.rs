@@ -4,6 +4,7 @@
 //! replica of the same database holds here within a second; while the
 //! store is down the keys last read stay in force.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
@@ -24,14 +25,30 @@ pub struct Keyring {
     in_force: ArcSwap<Config>,
     /// The file's config and the store's live keys it was merged with;
     /// the lock makes each change and its merge one step.
-    parts: Mutex<(Arc<Config>, Arc<Vec<StoredKey>>)>,
+    parts: Mutex<Parts>,
+    /// How many reads of the store's keys have started, so that a read
+    /// which started before a key was written cannot, by finishing last,
+    /// undo one that started after.
+    reads: AtomicU64,
 }
+
+/// What the config in force is merged from.
+struct Parts {
+    file: Arc<Config>,
+    stored: Arc<Vec<StoredKey>>,
+    /// The number of the read `stored` came from.
+    read: u64,
+}
+
+/// One read of the store's keys, numbered when it starts.
+pub struct KeysRead(u64);
 
 impl Keyring {
     /// A keyring holding `config`'s keys and none from the store yet.
     pub fn new(config: Config) -> Self {
         let config = Arc::new(config);
-        Keyring { in_force: ArcSwap::new(Arc::clone(&config)), parts: Mutex::new((config, Arc::new(Vec::new()))) }
+        let parts = Parts { file: Arc::clone(&config), stored: Arc::new(Vec::new()), read: 0 };
+        Keyring { in_force: ArcSwap::new(config), parts: Mutex::new(parts), reads: AtomicU64::new(0) }
     }
 
     /// The config in force: the file's, with the store's keys and their budgets.
@@ -41,40 +58,50 @@ impl Keyring {
 
     /// The config as the file has it, without the store's keys.
     pub fn file_config(&self) -> Arc<Config> {
-        Arc::clone(&self.lock().0)
+        Arc::clone(&self.lock().file)
     }
 
     /// The store's live keys as last read.
     pub fn stored(&self) -> Arc<Vec<StoredKey>> {
-        Arc::clone(&self.lock().1)
+        Arc::clone(&self.lock().stored)
     }
 
     /// A new file config (a reload), merged with the store's keys; the
     /// config now in force.
     pub fn set_file_config(&self, config: Config) -> Arc<Config> {
         let mut parts = self.lock();
-        parts.0 = Arc::new(config);
+        parts.file = Arc::new(config);
         self.merge(&parts)
     }
 
-    /// The store's live keys as just read; whether they changed anything.
-    pub fn set_stored(&self, stored: Vec<StoredKey>) -> bool {
+    /// Numbers a read of the store's keys that is about to start.
+    pub fn start_read(&self) -> KeysRead {
+        KeysRead(self.reads.fetch_add(1, Ordering::Relaxed) + 1)
+    }
+
+    /// The store's live keys as `read` found them; whether they changed
+    /// anything. A read older than the one in force is stale and ignored.
+    pub fn set_stored(&self, read: KeysRead, stored: Vec<StoredKey>) -> bool {
         let mut parts = self.lock();
-        if *parts.1 == stored {
+        if read.0 < parts.read {
             return false;
         }
-        parts.1 = Arc::new(stored);
+        parts.read = read.0;
+        if *parts.stored == stored {
+            return false;
+        }
+        parts.stored = Arc::new(stored);
         self.merge(&parts);
         true
     }
 
-    fn merge(&self, (file, stored): &(Arc<Config>, Arc<Vec<StoredKey>>)) -> Arc<Config> {
+    fn merge(&self, Parts { file, stored, .. }: &Parts) -> Arc<Config> {
         let merged = if stored.is_empty() { Arc::clone(file) } else { Arc::new(merged(file, stored)) };
         self.in_force.store(Arc::clone(&merged));
         merged
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, (Arc<Config>, Arc<Vec<StoredKey>>)> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Parts> {
         self.parts.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -113,9 +140,46 @@ pub async fn follow(keyring: Weak<Keyring>, records: WeakRecords) {
 /// store is down or slow.
 pub async fn refresh(keyring: &Keyring, records: &Records) {
     let Some(db) = records.db() else { return };
+    let read = keyring.start_read();
     if let Ok(Ok(stored)) = tokio::time::timeout(READ_LIMIT, keys::active(&db)).await
-        && keyring.set_stored(stored)
+        && keyring.set_stored(read, stored)
     {
         records.redact_with(&keyring.config());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stored(name: &str) -> StoredKey {
+        StoredKey {
+            name: name.to_owned(),
+            sha256: [7; 32],
+            routes: None,
+            rpm: None,
+            tpm: None,
+            budget: None,
+            created_ms: 0,
+            revoked_ms: None,
+        }
+    }
+
+    fn names(keyring: &Keyring) -> Vec<String> {
+        keyring.config().access.keys.keys().iter().map(|key| key.name.clone()).collect()
+    }
+
+    #[test]
+    fn a_read_that_started_first_and_finished_last_does_not_undo_a_newer_one() {
+        let text = "[[providers]]\nname = \"p\"\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n\n[[routes]]\nmodel = \"m\"\ntargets = [{ provider = \"p\", model = \"m\" }]\n";
+        let config = crate::config::parse(text, "test", &|_| None).expect("a config");
+        let keyring = Keyring::new(config);
+        let before_the_key = keyring.start_read();
+        let after_the_key = keyring.start_read();
+        assert!(keyring.set_stored(after_the_key, vec![stored("made")]));
+        assert!(!keyring.set_stored(before_the_key, Vec::new()), "a stale read changes nothing");
+        assert_eq!(names(&keyring), ["made"]);
+        assert!(keyring.set_stored(keyring.start_read(), Vec::new()), "a newer read that lost the key is taken");
+        assert!(names(&keyring).is_empty());
     }
 }
