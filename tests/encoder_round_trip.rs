@@ -7,10 +7,10 @@
 
 use baton::dialect::Encoder;
 use baton::dialect::anthropic::MessageEncoder;
-use baton::event::{Event, FinishReason, ToolCallDelta, Usage};
+use baton::dialect::test_support::{call, named_events as events};
+use baton::event::{Event, FinishReason, Usage};
 use baton::providers::{ProviderKind, SseEvent};
 use bytes::BytesMut;
-use serde_json::Value;
 
 fn encode(answer: Vec<Event>) -> BytesMut {
     let mut encoder = MessageEncoder::new("msg_1", "claude-x");
@@ -20,30 +20,6 @@ fn encode(answer: Vec<Event>) -> BytesMut {
     }
     encoder.write_done(&mut out);
     out
-}
-
-/// A tool-call event: the first of a call carries its id and name.
-fn call(index: u32, id: Option<&str>, name: Option<&str>, arguments: &str) -> Event {
-    Event::ToolCall(ToolCallDelta {
-        index,
-        id: id.map(str::to_owned),
-        name: name.map(str::to_owned),
-        arguments: arguments.to_owned(),
-    })
-}
-
-/// Each named SSE event of `bytes`, as (name, data); whole events only.
-fn events(bytes: &[u8]) -> Vec<(String, Value)> {
-    let text = std::str::from_utf8(bytes).unwrap_or_default();
-    assert!(text.ends_with("\n\n"), "whole events only: {text:?}");
-    text.split_terminator("\n\n")
-        .map(|event| {
-            let (name, data) = event.split_once('\n').unwrap_or_default();
-            let name = name.strip_prefix("event: ").unwrap_or_default().to_owned();
-            let data = serde_json::from_str(data.strip_prefix("data: ").unwrap_or_default()).unwrap_or_default();
-            (name, data)
-        })
-        .collect()
 }
 
 #[test]

@@ -88,9 +88,10 @@ pub struct Ingress<O> {
     pub options: O,
 }
 
-/// What the encoders' tests of every dialect share.
-#[cfg(test)]
-pub(crate) mod test_support {
+/// What the encoders' tests of every dialect share, in the crate and in
+/// the integration tests that read an encoder's output back.
+#[cfg(any(test, feature = "test-support"))]
+pub mod test_support {
     use serde_json::Value;
 
     use crate::event::{Event, ToolCallDelta};
