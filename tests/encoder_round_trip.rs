@@ -5,21 +5,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
 
-use baton::dialect::Encoder;
 use baton::dialect::anthropic::MessageEncoder;
-use baton::dialect::test_support::{call, named_events as events};
+use baton::dialect::test_support::{call, encoded, named_events as events};
 use baton::event::{Event, FinishReason, Usage};
 use baton::providers::{ProviderKind, SseEvent};
 use bytes::BytesMut;
 
 fn encode(answer: Vec<Event>) -> BytesMut {
-    let mut encoder = MessageEncoder::new("msg_1", "claude-x");
-    let mut out = BytesMut::new();
-    for event in answer {
-        encoder.write_event(event, &mut out);
-    }
-    encoder.write_done(&mut out);
-    out
+    encoded(MessageEncoder::new("msg_1", "claude-x"), answer)
 }
 
 #[test]

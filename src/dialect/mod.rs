@@ -106,6 +106,16 @@ pub mod test_support {
         })
     }
 
+    /// What `encoder` writes for `answer`, ended as a complete answer.
+    pub fn encoded(mut encoder: impl super::Encoder, answer: Vec<Event>) -> bytes::BytesMut {
+        let mut out = bytes::BytesMut::new();
+        for event in answer {
+            encoder.write_event(event, &mut out);
+        }
+        encoder.write_done(&mut out);
+        out
+    }
+
     /// Each named SSE event of `bytes`, as (name, data); whole events only.
     pub fn named_events(bytes: &[u8]) -> Vec<(String, Value)> {
         let text = std::str::from_utf8(bytes).unwrap_or_default();

@@ -5,16 +5,10 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::dialect::test_support::{call, named_events as events};
+use crate::dialect::test_support::{call, encoded, named_events as events};
 
 fn encode(answer: Vec<Event>) -> BytesMut {
-    let mut encoder = MessageEncoder::new("msg_1", "claude-x");
-    let mut out = BytesMut::new();
-    for event in answer {
-        encoder.write_event(event, &mut out);
-    }
-    encoder.write_done(&mut out);
-    out
+    encoded(MessageEncoder::new("msg_1", "claude-x"), answer)
 }
 
 #[test]
