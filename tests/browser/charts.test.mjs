@@ -59,6 +59,23 @@ async function historyHolding(base, sent) {
   }
 }
 
+// The demo's own drills, recorded beside the requests sent: their rows.
+async function drillRows(base) {
+  const page = await (await fetch(`${base}/admin/requests?key=drill&limit=1000`)).json();
+  return page.data;
+}
+
+// Runs `read` between two reads of the drill rows that agree, so whatever it
+// saw of the store held exactly those drills (rows are only ever added).
+async function besideDrills(base, read) {
+  for (let tries = 0; tries < 5; tries += 1) {
+    const before = await drillRows(base);
+    const result = await read();
+    if ((await drillRows(base)).length === before.length) return { result, drills: before };
+  }
+  assert.fail("a drill was recorded during each of five reads");
+}
+
 // A new page that collects its script errors and failed answers (the browser's own favicon aside).
 async function watchedPage(browser, options) {
   const page = await browser.newPage(options);
@@ -84,15 +101,20 @@ test("the history charts draw the requests the demo recorded, a failover among t
   const browser = await launch();
   try {
     const { sent, failovers, providers } = await sendWithAFailover(base, 8);
-    const history = await historyHolding(base, sent);
+    await historyHolding(base, sent);
     const { page, errors } = await watchedPage(browser, { viewport: { width: 1280, height: 1100 } });
-    await page.goto(`${base}/`);
-    await page.waitForSelector('#history[data-state="drawn"]', { timeout: 15000 });
+    const { result: history, drills } = await besideDrills(base, async () => {
+      await page.goto(`${base}/`);
+      await page.waitForSelector('#history[data-state="drawn"]', { timeout: 15000 });
+      return (await fetch(`${base}/admin/history?range=1h`)).json();
+    });
+    for (const drill of drills) providers.add(drill.provider ?? "-");
+    const drillFailovers = drills.filter((drill) => drill.attempts > 1).length;
 
     const requests = await drawn(page, "requests");
-    assert.equal(sum(requests), sent, "every request sent is a bar's worth in the last hour");
+    assert.equal(sum(requests), sent + drills.length, "every request sent, and each drill, is a bar's worth in the last hour");
     assert.deepEqual(new Set(requests.map((p) => p.series)), providers, "one series per provider that answered");
-    assert.equal(sum(await drawn(page, "failovers")), failovers, "each failover is drawn");
+    assert.equal(sum(await drawn(page, "failovers")), failovers + drillFailovers, "each failover is drawn");
     const ttft = await drawn(page, "ttft");
     assert.ok(ttft.length >= 1 && ttft.every((p) => p.value > 0), "the mean first token is a point per provider and minute");
     assert.equal(await page.$$eval('svg[data-chart="ttft"] path', (paths) => paths.length), providers.size, "a line each");
@@ -114,9 +136,14 @@ test("the history charts draw the requests the demo recorded, a failover among t
     assert.match(await page.textContent("#failover-summary"), /failed over in the last 30 days and cost \$.*flaky-anthropic.*saved/);
     assert.ok((await page.textContent("#legend-providers")).includes("steady-openai"), "a legend names the providers");
 
-    await page.selectOption("#history-range", "24h");
-    await page.waitForSelector('#history[data-range="24h"]', { timeout: 15000 });
-    assert.equal(sum(await drawn(page, "requests")), sent, "the last 24 hours hold them too");
+    const { result: lastDay, drills: drillsByThen } = await besideDrills(base, async () => {
+      await page.goto(`${base}/`);
+      await page.waitForSelector('#history[data-state="drawn"]', { timeout: 15000 });
+      await page.selectOption("#history-range", "24h");
+      await page.waitForSelector('#history[data-range="24h"]', { timeout: 15000 });
+      return drawn(page, "requests");
+    });
+    assert.equal(sum(lastDay), sent + drillsByThen.length, "the last 24 hours hold them too");
     await page.selectOption("#history-range", "1h");
     await page.selectOption("#spend-by", "key");
     await page.waitForSelector('#history[data-range="1h"]', { timeout: 15000 });
