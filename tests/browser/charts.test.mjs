@@ -59,21 +59,24 @@ async function historyHolding(base, sent) {
   }
 }
 
-// The demo's own drills, recorded beside the requests sent: their rows.
-async function drillRows(base) {
-  const page = await (await fetch(`${base}/admin/requests?key=drill&limit=1000`)).json();
-  return page.data;
-}
+// The requests the history holds in the last hour, and of them the demo's
+// own drills (charged to the key `drill`), recorded beside those sent.
+const held = (history) => history.activity.data.reduce((sum, group) => sum + group.requests, 0);
+const drillsIn = (history) =>
+  history.spend.by_key.filter((group) => group.group === "drill").reduce((sum, group) => sum + group.requests, 0);
 
-// Runs `read` between two reads of the drill rows that agree, so whatever it
-// saw of the store held exactly those drills (rows are only ever added).
-async function besideDrills(base, read) {
+// Runs `read` between two reads of the history that hold as many requests,
+// so whatever `read` saw of the store held exactly those (rows are only
+// ever added): a drill recorded meanwhile makes it read again.
+async function steadyHistory(base, read) {
+  const history = async () => (await fetch(`${base}/admin/history?range=1h`)).json();
   for (let tries = 0; tries < 5; tries += 1) {
-    const before = await drillRows(base);
+    const before = await history();
     const result = await read();
-    if ((await drillRows(base)).length === before.length) return { result, drills: before };
+    const after = await history();
+    if (held(after) === held(before)) return { result, history: after };
   }
-  assert.fail("a drill was recorded during each of five reads");
+  assert.fail("a request was recorded during each of five reads");
 }
 
 // A new page that collects its script errors and failed answers (the browser's own favicon aside).
@@ -103,21 +106,24 @@ test("the history charts draw the requests the demo recorded, a failover among t
     const { sent, failovers, providers } = await sendWithAFailover(base, 8);
     await historyHolding(base, sent);
     const { page, errors } = await watchedPage(browser, { viewport: { width: 1280, height: 1100 } });
-    const { result: history, drills } = await besideDrills(base, async () => {
+    const { history } = await steadyHistory(base, async () => {
       await page.goto(`${base}/`);
       await page.waitForSelector('#history[data-state="drawn"]', { timeout: 15000 });
-      return (await fetch(`${base}/admin/history?range=1h`)).json();
     });
-    for (const drill of drills) providers.add(drill.provider ?? "-");
-    const drillFailovers = drills.filter((drill) => drill.attempts > 1).length;
+    const drills = drillsIn(history);
+    const recordedFailovers = history.activity.data.reduce((sum, group) => sum + group.failovers, 0);
 
     const requests = await drawn(page, "requests");
-    assert.equal(sum(requests), sent + drills.length, "every request sent, and each drill, is a bar's worth in the last hour");
-    assert.deepEqual(new Set(requests.map((p) => p.series)), providers, "one series per provider that answered");
-    assert.equal(sum(await drawn(page, "failovers")), failovers + drillFailovers, "each failover is drawn");
+    assert.equal(held(history), sent + drills, "the store holds every request sent, and the demo's drills");
+    assert.equal(sum(requests), sent + drills, "every request sent, and each drill, is a bar's worth in the last hour");
+    const series = new Set(requests.map((p) => p.series));
+    assert.ok([...providers].every((provider) => series.has(provider)), "a series per provider that answered");
+    assert.deepEqual(series, new Set(history.activity.data.map((group) => group.provider)), "and no other");
+    assert.ok(recordedFailovers >= failovers && recordedFailovers <= failovers + drills, "a failover recorded for each");
+    assert.equal(sum(await drawn(page, "failovers")), recordedFailovers, "each failover is drawn");
     const ttft = await drawn(page, "ttft");
     assert.ok(ttft.length >= 1 && ttft.every((p) => p.value > 0), "the mean first token is a point per provider and minute");
-    assert.equal(await page.$$eval('svg[data-chart="ttft"] path', (paths) => paths.length), providers.size, "a line each");
+    assert.equal(await page.$$eval('svg[data-chart="ttft"] path', (paths) => paths.length), new Set(ttft.map((p) => p.series)).size, "a line each");
 
     const spend = await drawn(page, "spend");
     const recorded = history.spend.by_key.reduce((total, group) => total + group.cost_usd, 0);
@@ -136,14 +142,14 @@ test("the history charts draw the requests the demo recorded, a failover among t
     assert.match(await page.textContent("#failover-summary"), /failed over in the last 30 days and cost \$.*flaky-anthropic.*saved/);
     assert.ok((await page.textContent("#legend-providers")).includes("steady-openai"), "a legend names the providers");
 
-    const { result: lastDay, drills: drillsByThen } = await besideDrills(base, async () => {
+    const { result: lastDay, history: byThen } = await steadyHistory(base, async () => {
       await page.goto(`${base}/`);
       await page.waitForSelector('#history[data-state="drawn"]', { timeout: 15000 });
       await page.selectOption("#history-range", "24h");
       await page.waitForSelector('#history[data-range="24h"]', { timeout: 15000 });
       return drawn(page, "requests");
     });
-    assert.equal(sum(lastDay), sent + drillsByThen.length, "the last 24 hours hold them too");
+    assert.equal(sum(lastDay), sent + drillsIn(byThen), "the last 24 hours hold them too");
     await page.selectOption("#history-range", "1h");
     await page.selectOption("#spend-by", "key");
     await page.waitForSelector('#history[data-range="1h"]', { timeout: 15000 });

@@ -15,6 +15,7 @@ mod mock;
 pub mod postgres;
 mod proxy;
 pub mod raw;
+pub mod records;
 mod redis;
 pub mod tls;
 mod webhook;

@@ -15,27 +15,7 @@ use serde_json::{Value, json};
 use super::Options;
 use crate::dialect::sse::{put_json_str, write_named};
 use crate::event::{Event, FinishReason, Logprobs, ToolCallDelta, Usage};
-
-/// What a kind of delta event writes around its sequence number and text.
-struct DeltaKind<'a> {
-    head: &'static [u8],
-    tail: &'a [u8],
-}
-
-const TEXT_DELTA: DeltaKind<'static> = DeltaKind {
-    head: b"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":",
-    tail: b",\"logprobs\":[]}\n\n",
-};
-
-const SUMMARY_DELTA: DeltaKind<'static> = DeltaKind {
-    head: b"event: response.reasoning_summary_text.delta\ndata: {\"type\":\"response.reasoning_summary_text.delta\",\"sequence_number\":",
-    tail: b"}\n\n",
-};
-
-const ARGUMENTS_DELTA: DeltaKind<'static> = DeltaKind {
-    head: b"event: response.function_call_arguments.delta\ndata: {\"type\":\"response.function_call_arguments.delta\",\"sequence_number\":",
-    tail: b"}\n\n",
-};
+use fields::{ARGUMENTS_DELTA, DeltaKind, Done, ItemDone, PartAt, Tagged, Wrapped};
 
 /// The output item being written.
 enum Open {
@@ -336,57 +316,6 @@ fn text_part(text: String, logprobs: &[Logprobs]) -> Value {
     part
 }
 
-/// An event: its type, its number, then its own fields.
-#[derive(Serialize)]
-struct Tagged<'a, T> {
-    #[serde(rename = "type")]
-    kind: &'a str,
-    sequence_number: u64,
-    #[serde(flatten)]
-    fields: &'a T,
-}
-
-/// The fields of an event that carries the whole `response`.
-#[derive(Serialize)]
-struct Wrapped {
-    response: Value,
-}
-
-/// The fields of `output_item.added` and `.done`.
-#[derive(Serialize)]
-struct ItemDone<'a> {
-    output_index: usize,
-    item: &'a Value,
-}
-
-/// Where a part's event points: its item, the item's place, and the part's.
-#[derive(Serialize, Clone, Copy, Default)]
-struct PartAt<'a> {
-    item_id: &'a str,
-    output_index: usize,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    content_index: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    summary_index: Option<u32>,
-}
-
-/// The fields of a `.done` event of a part or a call, borrowed from its item.
-#[derive(Serialize, Default)]
-struct Done<'a> {
-    #[serde(flatten)]
-    at: PartAt<'a>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    text: Option<&'a Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    part: Option<&'a Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    name: Option<&'a Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    arguments: Option<&'a Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    logprobs: Option<&'a Value>,
-}
-
 /// A fresh id with the API's prefix for its kind (`resp`, `msg`, `fc`, `rs`).
 fn new_id(prefix: &str) -> String {
     format!("{prefix}_{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..))
@@ -409,5 +338,6 @@ fn delta_head(id: &str, output_index: usize, part_index: Option<&str>) -> Vec<u8
 }
 
 mod encode;
+mod fields;
 #[cfg(test)]
 mod tests;

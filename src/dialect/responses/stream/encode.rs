@@ -5,7 +5,8 @@
 use bytes::{Bytes, BytesMut};
 use serde_json::{Value, json};
 
-use super::{DeltaKind, Open, ResponseEncoder, SUMMARY_DELTA, TEXT_DELTA, Wrapped};
+use super::fields::{DeltaKind, SUMMARY_DELTA, TEXT_DELTA, Wrapped};
+use super::{Open, ResponseEncoder};
 use crate::dialect::sse::write_named;
 use crate::dialect::{ApiError, Encoder};
 use crate::event::{Event, FinishReason};
