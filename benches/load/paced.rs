@@ -22,7 +22,9 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use tokio::process::{Child, Command};
 
-use super::{Gateway, REQUEST_TIMEOUT, cpu_seconds, memory, open_fds, quantile_ms, scratch, settle, support, which};
+use super::gateways::{Gateway, spawn_quiet, which};
+use super::process::{cpu_seconds, memory, open_fds, settle};
+use super::{REQUEST_TIMEOUT, quantile_ms, scratch, support};
 
 /// How long each level's workers keep sending paced requests.
 const DRIVE: Duration = Duration::from_secs(6);
@@ -152,7 +154,7 @@ pub async fn tls_front(paced: SocketAddr) -> Option<TlsFront> {
     std::fs::write(dir.join("nginx.conf"), conf).ok()?;
     let mut command = Command::new(which("nginx")?);
     command.args(["-g", "daemon off;", "-c"]).arg(dir.join("nginx.conf"));
-    let process = super::spawn_quiet(&mut command)?;
+    let process = spawn_quiet(&mut command)?;
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().ok()?;
     for _ in 0..100 {
         if tokio::net::TcpStream::connect(addr).await.is_ok() {
