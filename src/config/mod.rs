@@ -52,6 +52,11 @@ pub use top::{
 pub use crate::limits::{BudgetWindow, add_usd};
 pub use crate::resilience::BreakerSettings;
 
+/// A provider `p` and a route `chat` to it: the least a valid config holds,
+/// for a section's tests to put their own table beside.
+#[cfg(test)]
+pub(crate) const ONE_ROUTE: &str = "[[providers]]\nname = \"p\"\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1\"\n\n[[routes]]\nmodel = \"chat\"\ntargets = [{ provider = \"p\", model = \"m\" }]\n";
+
 use check::Checker;
 use raw::RawConfig;
 

@@ -136,7 +136,7 @@ fn check_url(url: &str) -> Result<(), String> {
 mod tests {
     use super::*;
 
-    const ROUTE: &str = "[[providers]]\nname = \"p\"\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1\"\n\n[[routes]]\nmodel = \"chat\"\ntargets = [{ provider = \"p\", model = \"m\" }]\n";
+    use crate::config::ONE_ROUTE as ROUTE;
 
     fn parse(state: &str) -> Result<StateConfig, String> {
         let env = |name: &str| (name == "REDIS_URL").then(|| "redis://10.0.0.7:6380/2".to_owned());

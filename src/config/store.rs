@@ -179,7 +179,7 @@ fn check_postgres_url(url: &str) -> Result<(), String> {
 mod tests {
     use super::*;
 
-    const ROUTE: &str = "[[providers]]\nname = \"p\"\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1\"\n\n[[routes]]\nmodel = \"chat\"\ntargets = [{ provider = \"p\", model = \"m\" }]\n";
+    use crate::config::ONE_ROUTE as ROUTE;
 
     fn env(name: &str) -> Option<String> {
         (name == "DATABASE_URL").then(|| "postgres://baton:pw@10.0.0.9:5433/records".to_owned())

@@ -110,16 +110,7 @@ mod tests {
     use super::*;
     use crate::config::{Config, parse};
 
-    const ROUTE: &str = r#"
-[[providers]]
-name = "p"
-kind = "openai"
-base_url = "http://127.0.0.1:9/v1"
-
-[[routes]]
-model = "chat"
-targets = [{ provider = "p", model = "m" }]
-"#;
+    use crate::config::ONE_ROUTE as ROUTE;
 
     fn load(top: &str, env: &[(&str, &str)]) -> Result<Config, ConfigError> {
         let text = format!("{top}\n{ROUTE}");
