@@ -34,7 +34,7 @@ fn anthropics_own_decoder_reads_back_what_the_encoder_wrote() {
     let mut back = Vec::new();
     for (name, data) in events(&out) {
         let sse = SseEvent::new(&name, &data.to_string());
-        back.extend(decoder.on_event(&sse).unwrap_or_default());
+        decoder.on_event(&sse, &mut back).unwrap_or_default();
     }
     assert!(decoder.is_done(), "message_stop ends it");
     let usage_free = |events: &[Event]| -> Vec<Event> {

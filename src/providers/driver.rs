@@ -1,7 +1,7 @@
 //! The HTTP exchange every adapter shares: send, check the status and content
 //! type, turn error bodies into [`ProviderError`]s, then bytes → SSE → decoder.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::fmt::Display;
 use std::time::{Duration, SystemTime};
 
@@ -190,14 +190,16 @@ where
     E: Display + Send + 'static,
 {
     let sse = Box::pin(sse::events(bytes, max_event_bytes));
-    let state = Decoding { sse, decoder, pending: VecDeque::new(), ended: false, signatures };
+    let state = Decoding { sse, decoder, pending: Vec::new(), ended: false, signatures };
     Box::pin(futures_util::stream::unfold(state, Decoding::next))
 }
 
 struct Decoding<S> {
     sse: std::pin::Pin<Box<S>>,
     decoder: Box<dyn Decoder>,
-    pending: VecDeque<Event>,
+    /// The last SSE event's events not yet yielded, last first, so popping
+    /// yields them in order; the one list serves the whole stream.
+    pending: Vec<Event>,
     ended: bool,
     signatures: bool,
 }
@@ -208,7 +210,7 @@ where
 {
     async fn next(mut self) -> Option<(Result<Event, ProviderError>, Self)> {
         loop {
-            if let Some(event) = self.pending.pop_front() {
+            if let Some(event) = self.pending.pop() {
                 return Some((Ok(event), self));
             }
             if self.ended {
@@ -216,10 +218,11 @@ where
             }
             let step = if self.decoder.is_done() { None } else { self.sse.next().await };
             let outcome = match step {
-                Some(Ok(event)) => self.decoder.on_event(&event).map(|events| {
-                    let signatures = self.signatures;
-                    self.pending
-                        .extend(events.into_iter().filter(|event| signatures || !matches!(event, Event::Signature(_))));
+                Some(Ok(event)) => self.decoder.on_event(&event, &mut self.pending).map(|()| {
+                    if !self.signatures {
+                        self.pending.retain(|event| !matches!(event, Event::Signature(_)));
+                    }
+                    self.pending.reverse();
                 }),
                 Some(Err(err)) => Err(err),
                 None => {
@@ -229,6 +232,7 @@ where
             };
             if let Err(err) = outcome {
                 self.ended = true;
+                self.pending.clear();
                 return Some((Err(err), self));
             }
         }

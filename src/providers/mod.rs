@@ -6,6 +6,7 @@ mod anthropic;
 pub mod client;
 pub mod driver;
 mod error;
+mod first;
 mod gemini;
 mod openai;
 #[cfg(test)]
@@ -184,8 +185,11 @@ pub trait Adapter: Send + Sync {
 /// Turns one provider's SSE events into [`Event`]s: a plain state machine, so it
 /// can be tested on recorded transcripts without any I/O.
 pub trait Decoder: Send {
-    /// Decodes one SSE event; keep-alives and role-only or empty deltas give nothing.
-    fn on_event(&mut self, sse: &SseEvent) -> Result<Vec<Event>, ProviderError>;
+    /// Decodes one SSE event onto the end of `out`; keep-alives and
+    /// role-only or empty deltas push nothing. `out` is the caller's, reused
+    /// from event to event, so decoding allocates no list per event. A
+    /// decoder that fails pushes nothing.
+    fn on_event(&mut self, sse: &SseEvent, out: &mut Vec<Event>) -> Result<(), ProviderError>;
 
     /// Whether the provider's final event has arrived and nothing more will follow.
     fn is_done(&self) -> bool;

@@ -3,9 +3,11 @@
 //! A thinking block's signature is an event of its own, so a client of
 //! Anthropic's dialect gets it back.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use serde::Deserialize;
+use serde_json::value::RawValue;
 
 use crate::event::{Event, FinishReason, ToolCallDelta, Usage};
 use crate::providers::{Decoder, ProviderError, SseEvent};
@@ -18,30 +20,25 @@ pub(super) struct AnthropicDecoder {
     done: bool,
 }
 
+/// An event as far as its type: the fields that depend on the type are kept
+/// as the event's own text until the type says what they hold. An
+/// internally tagged enum would copy every event into a tree first.
 #[derive(Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum WireEvent {
-    MessageStart {
-        message: StartMessage,
-    },
-    ContentBlockStart {
-        index: u32,
-        content_block: Block,
-    },
-    ContentBlockDelta {
-        index: u32,
-        delta: BlockDelta,
-    },
-    MessageDelta {
-        delta: MessageDelta,
-        usage: Option<WireUsage>,
-    },
-    MessageStop,
-    Error {
-        error: WireError,
-    },
-    #[serde(other)]
-    Other,
+struct Wire<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(borrow)]
+    index: Option<&'a RawValue>,
+    #[serde(borrow)]
+    delta: Option<&'a RawValue>,
+    #[serde(borrow)]
+    content_block: Option<&'a RawValue>,
+    #[serde(borrow)]
+    message: Option<&'a RawValue>,
+    #[serde(borrow)]
+    usage: Option<&'a RawValue>,
+    #[serde(borrow)]
+    error: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -60,23 +57,20 @@ enum Block {
     Other,
 }
 
+/// A content block's delta, read as [`Wire`] is: the field its type names
+/// is the only one parsed.
 #[derive(Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum BlockDelta {
-    TextDelta {
-        text: String,
-    },
-    InputJsonDelta {
-        partial_json: String,
-    },
-    ThinkingDelta {
-        thinking: String,
-    },
-    SignatureDelta {
-        signature: String,
-    },
-    #[serde(other)]
-    Other,
+struct BlockDelta<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(borrow)]
+    text: Option<&'a RawValue>,
+    #[serde(borrow)]
+    partial_json: Option<&'a RawValue>,
+    #[serde(borrow)]
+    thinking: Option<&'a RawValue>,
+    #[serde(borrow)]
+    signature: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -99,65 +93,60 @@ struct WireError {
     message: String,
 }
 
+/// Parses JSON text, a failure being the provider's malformed event.
+fn parse<'a, T: Deserialize<'a>>(text: &'a str) -> Result<T, ProviderError> {
+    serde_json::from_str(text).map_err(|err| ProviderError::Malformed(err.to_string()))
+}
+
+/// A field the event's type requires.
+fn required<'a, T: Deserialize<'a>>(field: Option<&'a RawValue>, name: &str) -> Result<T, ProviderError> {
+    let field = field.ok_or_else(|| ProviderError::Malformed(format!("missing field `{name}`")))?;
+    parse(field.get())
+}
+
+/// A field the event's type may leave out.
+fn optional<'a, T: Deserialize<'a>>(field: Option<&'a RawValue>) -> Result<Option<T>, ProviderError> {
+    field.map(|field| parse(field.get())).transpose()
+}
+
 impl Decoder for AnthropicDecoder {
-    fn on_event(&mut self, sse: &SseEvent) -> Result<Vec<Event>, ProviderError> {
+    fn on_event(&mut self, sse: &SseEvent, events: &mut Vec<Event>) -> Result<(), ProviderError> {
         if sse.event == "ping" {
-            return Ok(Vec::new());
+            return Ok(());
         }
-        let event: WireEvent =
-            serde_json::from_str(&sse.data).map_err(|err| ProviderError::Malformed(err.to_string()))?;
-        Ok(match event {
-            WireEvent::MessageStart { message } => message.usage.map(usage).into_iter().collect(),
-            WireEvent::ContentBlockStart { index, content_block: Block::ToolUse { id, name } } => {
-                let call = u32::try_from(self.tool_blocks.len()).unwrap_or(u32::MAX);
-                self.tool_blocks.insert(index, call);
-                vec![Event::ToolCall(ToolCallDelta {
-                    index: call,
-                    id: Some(id),
-                    name: Some(name),
-                    arguments: String::new(),
-                })]
+        let wire: Wire = parse(&sse.data)?;
+        match wire.kind.as_ref() {
+            "message_start" => {
+                let message: StartMessage = required(wire.message, "message")?;
+                events.extend(message.usage.map(usage));
             }
-            WireEvent::ContentBlockDelta { delta: BlockDelta::TextDelta { text }, .. } if !text.is_empty() => {
-                vec![Event::Text(text)]
+            "content_block_start" => {
+                let index = required(wire.index, "index")?;
+                if let Block::ToolUse { id, name } = required(wire.content_block, "content_block")? {
+                    events.push(self.tool_began(index, id, name));
+                }
             }
-            WireEvent::ContentBlockDelta { delta: BlockDelta::ThinkingDelta { thinking }, .. }
-                if !thinking.is_empty() =>
-            {
-                vec![Event::Reasoning(thinking)]
+            "content_block_delta" => {
+                let index = required(wire.index, "index")?;
+                events.extend(self.block_delta(index, required(wire.delta, "delta")?)?);
             }
-            WireEvent::ContentBlockDelta { delta: BlockDelta::SignatureDelta { signature }, .. }
-                if !signature.is_empty() =>
-            {
-                vec![Event::Signature(signature)]
-            }
-            WireEvent::ContentBlockDelta { index, delta: BlockDelta::InputJsonDelta { partial_json } }
-                if !partial_json.is_empty() =>
-            {
-                let call = self.tool_blocks.get(&index).copied().ok_or_else(|| {
-                    ProviderError::Malformed(format!(
-                        "input_json_delta for block {index}, which is not a tool_use block"
-                    ))
-                })?;
-                vec![Event::ToolCall(ToolCallDelta {
-                    index: call,
-                    arguments: partial_json,
-                    ..ToolCallDelta::default()
-                })]
-            }
-            WireEvent::MessageDelta { delta, usage: wire_usage } => {
+            "message_delta" => {
+                let delta: MessageDelta = required(wire.delta, "delta")?;
+                let wire_usage: Option<Option<WireUsage>> = optional(wire.usage)?;
                 self.stop_reason = delta.stop_reason.as_deref().map(finish_reason);
-                wire_usage.map(usage).into_iter().collect()
+                events.extend(wire_usage.flatten().map(usage));
             }
-            WireEvent::MessageStop => {
+            "message_stop" => {
                 self.done = true;
-                vec![Event::Finish(self.stop_reason.unwrap_or(FinishReason::Stop))]
+                events.push(Event::Finish(self.stop_reason.unwrap_or(FinishReason::Stop)));
             }
-            WireEvent::Error { error } => {
+            "error" => {
+                let error: WireError = required(wire.error, "error")?;
                 return Err(ProviderError::ErrorEvent(format!("{}: {}", error.kind, error.message)));
             }
-            WireEvent::ContentBlockStart { .. } | WireEvent::ContentBlockDelta { .. } | WireEvent::Other => Vec::new(),
-        })
+            _ => {}
+        }
+        Ok(())
     }
 
     fn is_done(&self) -> bool {
@@ -166,6 +155,40 @@ impl Decoder for AnthropicDecoder {
 
     fn finish(&self) -> Result<(), ProviderError> {
         if self.done { Ok(()) } else { Err(ProviderError::Truncated) }
+    }
+}
+
+impl AnthropicDecoder {
+    /// A tool-use block's start: the call's id and name, under the next index.
+    fn tool_began(&mut self, block: u32, id: String, name: String) -> Event {
+        let call = u32::try_from(self.tool_blocks.len()).unwrap_or(u32::MAX);
+        self.tool_blocks.insert(block, call);
+        Event::ToolCall(ToolCallDelta { index: call, id: Some(id), name: Some(name), arguments: String::new() })
+    }
+
+    /// What the delta of content block `block` says, if anything: empty
+    /// fragments and deltas of other types say nothing.
+    fn block_delta(&self, block: u32, delta: BlockDelta<'_>) -> Result<Option<Event>, ProviderError> {
+        let fragment = |field: Option<&RawValue>, name: &str| {
+            required::<String>(field, name).map(|text| Some(text).filter(|text| !text.is_empty()))
+        };
+        Ok(match delta.kind.as_ref() {
+            "text_delta" => fragment(delta.text, "text")?.map(Event::Text),
+            "thinking_delta" => fragment(delta.thinking, "thinking")?.map(Event::Reasoning),
+            "signature_delta" => fragment(delta.signature, "signature")?.map(Event::Signature),
+            "input_json_delta" => match fragment(delta.partial_json, "partial_json")? {
+                Some(arguments) => {
+                    let call = self.tool_blocks.get(&block).copied().ok_or_else(|| {
+                        ProviderError::Malformed(format!(
+                            "input_json_delta for block {block}, which is not a tool_use block"
+                        ))
+                    })?;
+                    Some(Event::ToolCall(ToolCallDelta { index: call, arguments, ..ToolCallDelta::default() }))
+                }
+                None => None,
+            },
+            _ => None,
+        })
     }
 }
 

@@ -2,9 +2,12 @@
 //! complete once a candidate carries a `finishReason`. Thought parts are
 //! reasoning, not answer text.
 
+use std::borrow::Cow;
+
 use serde::Deserialize;
 
 use crate::event::{Event, FinishReason, ToolCallDelta, Usage};
+use crate::providers::first::First;
 use crate::providers::{Decoder, ProviderError, SseEvent};
 
 #[derive(Default)]
@@ -13,11 +16,13 @@ pub(super) struct GeminiDecoder {
     finished: bool,
 }
 
+/// A response as far as baton reads it: its first candidate only, and the
+/// finish reason borrowed from the event's text.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Response {
-    #[serde(default)]
-    candidates: Vec<Candidate>,
+struct Response<'a> {
+    #[serde(default, borrow)]
+    candidates: First<Candidate<'a>>,
     usage_metadata: Option<UsageMetadata>,
     prompt_feedback: Option<PromptFeedback>,
     error: Option<WireError>,
@@ -25,9 +30,10 @@ struct Response {
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Candidate {
+struct Candidate<'a> {
     content: Option<Content>,
-    finish_reason: Option<String>,
+    #[serde(borrow)]
+    finish_reason: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
@@ -74,16 +80,15 @@ struct WireError {
 }
 
 impl Decoder for GeminiDecoder {
-    fn on_event(&mut self, sse: &SseEvent) -> Result<Vec<Event>, ProviderError> {
+    fn on_event(&mut self, sse: &SseEvent, events: &mut Vec<Event>) -> Result<(), ProviderError> {
         let response: Response =
             serde_json::from_str(&sse.data).map_err(|err| ProviderError::Malformed(err.to_string()))?;
         if let Some(error) = response.error {
             return Err(ProviderError::ErrorEvent(error.message));
         }
-        let mut events = Vec::new();
         let mut finish = None;
         // Once the answer is over, a later event may bring only its usage.
-        let candidate = response.candidates.into_iter().next().filter(|_| !self.finished);
+        let candidate = response.candidates.0.filter(|_| !self.finished);
         if let Some(candidate) = candidate {
             for part in candidate.content.map(|c| c.parts).unwrap_or_default() {
                 match part.text.filter(|text| !text.is_empty()) {
@@ -117,7 +122,7 @@ impl Decoder for GeminiDecoder {
             self.finished = true;
             events.push(Event::Finish(reason));
         }
-        Ok(events)
+        Ok(())
     }
 
     /// Gemini may send a usage-only event after the finish, so reading goes on

@@ -2,10 +2,13 @@
 //! a `finish_reason` (some compatible servers never send `[DONE]`) or `[DONE]`
 //! arrives; `[DONE]` also ends reading.
 
+use std::borrow::Cow;
+
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::event::{Event, FinishReason, Logprobs, ToolCallDelta, Usage};
+use crate::providers::first::First;
 use crate::providers::{Decoder, ProviderError, SseEvent};
 
 #[derive(Default)]
@@ -14,19 +17,22 @@ pub(super) struct OpenAiDecoder {
     done: bool,
 }
 
+/// A chunk as far as baton reads it: its first choice only, and the
+/// finish reason borrowed from the event's text.
 #[derive(Deserialize)]
-struct Chunk {
-    #[serde(default)]
-    choices: Vec<Choice>,
+struct Chunk<'a> {
+    #[serde(default, borrow)]
+    choices: First<Choice<'a>>,
     usage: Option<WireUsage>,
     error: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
-struct Choice {
+struct Choice<'a> {
     #[serde(default)]
     delta: Delta,
-    finish_reason: Option<String>,
+    #[serde(borrow)]
+    finish_reason: Option<Cow<'a, str>>,
     logprobs: Option<WireLogprobs>,
 }
 
@@ -77,19 +83,18 @@ struct CompletionDetails {
 }
 
 impl Decoder for OpenAiDecoder {
-    fn on_event(&mut self, sse: &SseEvent) -> Result<Vec<Event>, ProviderError> {
+    fn on_event(&mut self, sse: &SseEvent, events: &mut Vec<Event>) -> Result<(), ProviderError> {
         if sse.data.trim() == "[DONE]" {
             self.done = true;
-            return Ok(Vec::new());
+            return Ok(());
         }
         let chunk: Chunk = serde_json::from_str(&sse.data).map_err(|err| ProviderError::Malformed(err.to_string()))?;
         if sse.event == "error" || chunk.error.is_some() {
             let detail = chunk.error.as_ref().and_then(|e| e.get("message")).and_then(|m| m.as_str());
             return Err(ProviderError::ErrorEvent(detail.unwrap_or(&sse.data).to_owned()));
         }
-        let mut events = Vec::new();
         // Once the answer is over, a later chunk may bring only its usage.
-        let choice = chunk.choices.into_iter().next().filter(|_| !self.finished);
+        let choice = chunk.choices.0.filter(|_| !self.finished);
         if let Some(choice) = choice {
             if let Some(reasoning) = choice.delta.reasoning_content.filter(|text| !text.is_empty()) {
                 events.push(Event::Reasoning(reasoning));
@@ -121,7 +126,7 @@ impl Decoder for OpenAiDecoder {
                 reasoning_tokens: usage.completion_tokens_details.and_then(|details| details.reasoning_tokens),
             }));
         }
-        Ok(events)
+        Ok(())
     }
 
     fn is_done(&self) -> bool {

@@ -5,6 +5,8 @@
 //! for (`.done`s, parts added, annotations, built-in tools' progress) give
 //! nothing.
 
+use std::borrow::Cow;
+
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -19,13 +21,15 @@ pub(super) struct ResponsesDecoder {
     done: bool,
 }
 
+/// An event as far as baton reads it, its type borrowed from the event's text.
 #[derive(Deserialize)]
-struct Wire {
-    #[serde(rename = "type")]
-    kind: String,
+struct Wire<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
     output_index: Option<u64>,
     delta: Option<String>,
-    item: Option<Item>,
+    #[serde(borrow)]
+    item: Option<Item<'a>>,
     response: Option<Response>,
     logprobs: Option<Box<RawValue>>,
     /// An `error` event's own fields.
@@ -35,9 +39,9 @@ struct Wire {
 
 /// Just an event's type.
 #[derive(Deserialize)]
-struct Kind {
-    #[serde(rename = "type")]
-    kind: String,
+struct Kind<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
 }
 
 /// The events whose fields baton reads; any other may carry what it likes.
@@ -57,17 +61,17 @@ const READ: [&str; 11] = [
 
 /// An event that did not read as [`Wire`]: nothing, if it is one baton
 /// does not read and has a type; else malformed.
-fn ignored_or(data: &str, err: serde_json::Error) -> Result<Vec<Event>, ProviderError> {
+fn ignored_or(data: &str, err: serde_json::Error) -> Result<(), ProviderError> {
     match serde_json::from_str::<Kind>(data) {
-        Ok(Kind { kind }) if !READ.contains(&kind.as_str()) => Ok(Vec::new()),
+        Ok(Kind { kind }) if !READ.contains(&kind.as_ref()) => Ok(()),
         _ => Err(ProviderError::Malformed(err.to_string())),
     }
 }
 
 #[derive(Deserialize)]
-struct Item {
-    #[serde(rename = "type")]
-    kind: String,
+struct Item<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
     call_id: Option<String>,
     name: Option<String>,
     encrypted_content: Option<String>,
@@ -111,32 +115,32 @@ struct OutputDetails {
 
 impl ResponsesDecoder {
     /// A function call's first event: its id and name, under the next index.
-    fn call_began(&mut self, item: Item, output_index: Option<u64>) -> Event {
+    fn call_began(&mut self, item: Item<'_>, output_index: Option<u64>) -> Event {
         let index = u32::try_from(self.calls.len()).unwrap_or(u32::MAX);
         self.calls.push(output_index.unwrap_or(u64::MAX));
         Event::ToolCall(ToolCallDelta { index, id: item.call_id, name: item.name, arguments: String::new() })
     }
 
     /// A fragment of the arguments of the call at `output_index`, which must have begun.
-    fn arguments(&self, fragment: Option<String>, output_index: Option<u64>) -> Result<Vec<Event>, ProviderError> {
+    fn arguments(&self, fragment: Option<String>, output_index: Option<u64>) -> Result<Option<Event>, ProviderError> {
         let index = self.calls.iter().position(|at| Some(*at) == output_index);
         match (index, fragment) {
-            (Some(index), Some(arguments)) => Ok(vec![Event::ToolCall(ToolCallDelta {
+            (Some(index), Some(arguments)) => Ok(Some(Event::ToolCall(ToolCallDelta {
                 index: u32::try_from(index).unwrap_or(u32::MAX),
                 id: None,
                 name: None,
                 arguments,
-            })]),
+            }))),
             (None, Some(_)) => Err(ProviderError::Malformed("arguments for a function call that never began".into())),
-            (_, None) => Ok(Vec::new()),
+            (_, None) => Ok(None),
         }
     }
 
     /// The end of the answer: its usage, then why it finished.
-    fn ended(&mut self, response: Option<Response>) -> Result<Vec<Event>, ProviderError> {
+    fn ended(&mut self, response: Option<Response>, events: &mut Vec<Event>) -> Result<(), ProviderError> {
         self.done = true;
         let response = response.ok_or_else(|| ProviderError::Malformed("an end without its response".into()))?;
-        let mut events: Vec<Event> = response.usage.map(usage).map(Event::Usage).into_iter().collect();
+        events.extend(response.usage.map(usage).map(Event::Usage));
         let reason = response.incomplete_details.and_then(|details| details.reason);
         events.push(Event::Finish(match reason.as_deref() {
             Some("max_output_tokens") => FinishReason::Length,
@@ -144,38 +148,38 @@ impl ResponsesDecoder {
             _ if !self.calls.is_empty() => FinishReason::ToolCalls,
             _ => FinishReason::Stop,
         }));
-        Ok(events)
+        Ok(())
     }
 }
 
 impl Decoder for ResponsesDecoder {
-    fn on_event(&mut self, sse: &SseEvent) -> Result<Vec<Event>, ProviderError> {
+    fn on_event(&mut self, sse: &SseEvent, events: &mut Vec<Event>) -> Result<(), ProviderError> {
         let wire: Wire = match serde_json::from_str(&sse.data) {
             Ok(wire) => wire,
             Err(err) => return ignored_or(&sse.data, err),
         };
-        let delta = || wire.delta.clone().filter(|text| !text.is_empty());
-        Ok(match wire.kind.as_str() {
+        let delta = wire.delta.filter(|text| !text.is_empty());
+        match wire.kind.as_ref() {
             "response.output_text.delta" | "response.refusal.delta" => {
-                let logprobs = wire.logprobs.and_then(Logprobs::from_list).map(Event::Logprobs);
-                logprobs.into_iter().chain(delta().map(Event::Text)).collect()
+                events.extend(wire.logprobs.and_then(Logprobs::from_list).map(Event::Logprobs));
+                events.extend(delta.map(Event::Text));
             }
             "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
-                delta().map(Event::Reasoning).into_iter().collect()
+                events.extend(delta.map(Event::Reasoning));
             }
             "response.output_item.added" => match wire.item {
-                Some(item) if item.kind == "function_call" => vec![self.call_began(item, wire.output_index)],
-                _ => Vec::new(),
+                Some(item) if item.kind == "function_call" => events.push(self.call_began(item, wire.output_index)),
+                _ => {}
             },
-            "response.function_call_arguments.delta" => self.arguments(delta(), wire.output_index)?,
+            "response.function_call_arguments.delta" => events.extend(self.arguments(delta, wire.output_index)?),
             // Encrypted reasoning, which the client may send back on its next turn.
             "response.output_item.done" => match wire.item {
                 Some(Item { kind, encrypted_content: Some(encrypted), .. }) if kind == "reasoning" => {
-                    vec![Event::Signature(encrypted)]
+                    events.push(Event::Signature(encrypted));
                 }
-                _ => Vec::new(),
+                _ => {}
             },
-            "response.completed" | "response.incomplete" => self.ended(wire.response)?,
+            "response.completed" | "response.incomplete" => self.ended(wire.response, events)?,
             "response.failed" => {
                 let error = wire.response.and_then(|response| response.error);
                 let detail = error.map(|error| described(error.code.as_ref(), error.message.as_deref()));
@@ -184,8 +188,9 @@ impl Decoder for ResponsesDecoder {
             "error" => {
                 return Err(ProviderError::ErrorEvent(described(wire.code.as_ref(), wire.message.as_deref())));
             }
-            _ => Vec::new(),
-        })
+            _ => {}
+        }
+        Ok(())
     }
 
     fn is_done(&self) -> bool {

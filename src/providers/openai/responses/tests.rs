@@ -100,9 +100,8 @@ fn decode(events: &[Value]) -> (Vec<Event>, Result<(), ProviderError>) {
     let mut out = Vec::new();
     for data in events {
         let name = data["type"].as_str().unwrap_or("message");
-        match decoder.on_event(&SseEvent::new(name, &data.to_string())) {
-            Ok(events) => out.extend(events),
-            Err(err) => return (out, Err(err)),
+        if let Err(err) = decoder.on_event(&SseEvent::new(name, &data.to_string()), &mut out) {
+            return (out, Err(err));
         }
     }
     (out, decoder.finish())
