@@ -11,6 +11,10 @@
 #   N=1000 C=100 benches/recording_cost.sh
 #   GAP_MS=10 N=300 benches/recording_cost.sh   # paced streams: one event per upstream read
 #
+# BATON_BIN runs that baton binary (a build kept from before a change, say)
+# instead of building target/release/baton.
+# BACKENDS (default "none sqlite") picks the store backends counted; the
+# recording cost is printed only when both are.
 # GAP_MS (default 0) is the simulated provider's gap between tokens: at 0 it
 # writes its events back to back, so many arrive in one read; paced, each
 # event costs its own read, wake-up and write, as a held stream's do.
@@ -20,9 +24,14 @@ N=${N:-400}
 C=${C:-50}
 TOKENS=${TOKENS:-200}
 GAP_MS=${GAP_MS:-0}
+BACKENDS=${BACKENDS:-none sqlite}
 command -v valgrind >/dev/null || { echo "valgrind is needed (apt-get install valgrind)" >&2; exit 1; }
-cargo build --release -q
-bin=$PWD/target/release/baton
+if [ -n "${BATON_BIN:-}" ]; then
+  bin=$(realpath "$BATON_BIN")
+else
+  cargo build --release -q
+  bin=$PWD/target/release/baton
+fi
 work=$(mktemp -d)
 pids=()
 cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; rm -rf "$work"; }
@@ -77,11 +86,12 @@ EOF
 
 echo "instructions per streamed request ($TOKENS tokens, $GAP_MS ms apart), $N more requests at concurrency $C:"
 declare -A per
-for backend in none sqlite; do
+for backend in $BACKENDS; do
   small=$(count "$backend" "$N")
   large=$(count "$backend" $((N * 2)))
   per[$backend]=$(( (large - small) / N ))
   echo "  store $backend: ${per[$backend]} (runs of $N and $((N * 2)): $small, $large)"
 done
+[ -n "${per[none]:-}" ] && [ -n "${per[sqlite]:-}" ] || exit 0
 awk -v none="${per[none]}" -v sqlite="${per[sqlite]}" \
   'BEGIN { printf "  recording costs %+.1f %% per request\n", (sqlite - none) * 100 / none }'
