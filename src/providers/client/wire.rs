@@ -3,7 +3,7 @@
 //! framed and whether the connection may carry another request after it.
 //! Every limit here bounds what a provider can make baton hold.
 
-use bytes::{BufMut, BytesMut};
+use bytes::{Buf, BufMut, BytesMut};
 use http::header::{CONNECTION, CONTENT_LENGTH, TRANSFER_ENCODING};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Version};
 
@@ -82,7 +82,7 @@ pub(super) struct Head {
 pub(super) fn take_head(buf: &mut BytesMut, method: &Method) -> Result<Option<Head>, ClientError> {
     for _ in 0..=MAX_INTERIM {
         let Some((head, len)) = parse_head(buf, method)? else { return Ok(None) };
-        let _ = buf.split_to(len);
+        buf.advance(len);
         if !head.status.is_informational() {
             return Ok(Some(head));
         }
