@@ -9,14 +9,29 @@
 #
 #   benches/recording_cost.sh            # N=400 C=50 TOKENS=200, as the load benchmark streams
 #   N=1000 C=100 benches/recording_cost.sh
+#   GAP_MS=10 N=300 benches/recording_cost.sh   # paced streams: one event per upstream read
+#
+# BATON_BIN runs that baton binary (a build kept from before a change, say)
+# instead of building target/release/baton.
+# BACKENDS (default "none sqlite") picks the store backends counted; the
+# recording cost is printed only when both are.
+# GAP_MS (default 0) is the simulated provider's gap between tokens: at 0 it
+# writes its events back to back, so many arrive in one read; paced, each
+# event costs its own read, wake-up and write, as a held stream's do.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${N:-400}
 C=${C:-50}
 TOKENS=${TOKENS:-200}
+GAP_MS=${GAP_MS:-0}
+BACKENDS=${BACKENDS:-none sqlite}
 command -v valgrind >/dev/null || { echo "valgrind is needed (apt-get install valgrind)" >&2; exit 1; }
-cargo build --release -q
-bin=$PWD/target/release/baton
+if [ -n "${BATON_BIN:-}" ]; then
+  bin=$(realpath "$BATON_BIN")
+else
+  cargo build --release -q
+  bin=$PWD/target/release/baton
+fi
 work=$(mktemp -d)
 pids=()
 cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; rm -rf "$work"; }
@@ -26,7 +41,7 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 wait_port() { for _ in $(seq 600); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; return 1; }
 
 mock_port=$(free_port)
-"$bin" mock --kind openai --listen "127.0.0.1:$mock_port" --tokens "$TOKENS" --first-token-ms 0 --gap-ms 0 2>/dev/null &
+"$bin" mock --kind openai --listen "127.0.0.1:$mock_port" --tokens "$TOKENS" --first-token-ms 0 --gap-ms "$GAP_MS" 2>/dev/null &
 pids+=($!)
 wait_port "$mock_port"
 printf '%s' '{"model":"chat","stream":true,"messages":[{"role":"user","content":"hi"}]}' >"$work/body.json"
@@ -69,13 +84,14 @@ EOF
   awk '/^totals:/ {print $2}' "$dir/callgrind.out"
 }
 
-echo "instructions per streamed request ($TOKENS tokens), $N more requests at concurrency $C:"
+echo "instructions per streamed request ($TOKENS tokens, $GAP_MS ms apart), $N more requests at concurrency $C:"
 declare -A per
-for backend in none sqlite; do
+for backend in $BACKENDS; do
   small=$(count "$backend" "$N")
   large=$(count "$backend" $((N * 2)))
   per[$backend]=$(( (large - small) / N ))
   echo "  store $backend: ${per[$backend]} (runs of $N and $((N * 2)): $small, $large)"
 done
+[ -n "${per[none]:-}" ] && [ -n "${per[sqlite]:-}" ] || exit 0
 awk -v none="${per[none]}" -v sqlite="${per[sqlite]}" \
   'BEGIN { printf "  recording costs %+.1f %% per request\n", (sqlite - none) * 100 / none }'

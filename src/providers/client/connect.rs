@@ -1,12 +1,10 @@
 //! Opening a connection to a provider: TCP with Nagle off, directly or
 //! through the provider's proxy (a `CONNECT` tunnel for `https`), TLS for
-//! `https` with the provider's trust, then an HTTP/1.1 handshake whose
-//! connection the caller drives.
+//! `https` with the provider's trust: a connection whose HTTP/1.1 the
+//! caller drives.
 
 use std::sync::Arc;
 
-use hyper::client::conn::http1;
-use hyper_util::rt::TokioIo;
 use rustls::client::danger::ServerCertVerifier;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::ServerName;
@@ -16,15 +14,11 @@ use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 use tokio_util::either::Either;
 
-use super::{ClientError, Connection, Origin, RequestBody};
-
-/// Bytes read from a provider at a time. Events are a few hundred bytes, so
-/// this holds dozens; hyper's adaptive default starts at 8 KiB and grows,
-/// which costs more memory per open stream than it saves in reads.
-const READ_BUFFER: usize = 4096;
+use super::connection::Connection;
+use super::{ClientError, Origin};
 
 /// A plain or TLS socket.
-pub(super) type Io = TokioIo<Either<TcpStream, TlsStream<TcpStream>>>;
+pub(super) type Io = Either<TcpStream, TlsStream<TcpStream>>;
 
 /// Opens connections; holds the TLS settings of every `https` provider that
 /// trusts the system's roots only.
@@ -68,12 +62,7 @@ impl Connector {
         } else {
             Either::Left(tcp)
         };
-        let (sender, driver) = http1::Builder::new()
-            .read_buf_exact_size(Some(READ_BUFFER))
-            .handshake::<_, RequestBody>(TokioIo::new(io))
-            .await
-            .map_err(|err| ClientError::Http(super::chain(&err)))?;
-        Ok(Connection::new(sender, driver))
+        Ok(Connection::new(io))
     }
 }
 

@@ -1,4 +1,7 @@
-//! The HTTP/1.1 client for provider requests. Each connection is driven by
+//! The HTTP/1.1 client for provider requests, baton's own over `httparse`
+//! (`wire` reads and writes heads, `framing` takes bodies apart): one small
+//! read buffer per connection and no write buffer or dispatch channel, which
+//! hyper's client kept for every held stream. Each connection is driven by
 //! whoever is using it (the request while it waits for the head, then the
 //! body while the answer is read) instead of by a task of its own: a chunk
 //! already read from the socket reaches the relay without a task switch, so
@@ -8,35 +11,33 @@
 //! Each provider's [`Egress`] says whom its TLS trusts and which proxy its
 //! connections go through; both are part of the pool's key.
 
+mod body;
 mod connect;
+mod connection;
 mod egress;
 mod environment;
+mod framing;
 mod pool;
 mod proxy;
+#[cfg(test)]
+mod tests;
+mod wire;
 
-use std::future::{Future, poll_fn};
-use std::pin::{Pin, pin};
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
-use futures_util::Stream;
 use http::header::HOST;
 use http::uri::{PathAndQuery, Scheme};
-use http_body_util::Full;
-use hyper::body::{Body as _, Incoming};
-use hyper::client::conn::http1;
 use thiserror::Error;
 
-use connect::{Connector, Io};
+use connect::Connector;
 use pool::Pool;
 
+pub use body::ResponseBody;
 pub use egress::{Egress, Trust};
 pub use environment::{NoProxy, proxy_from_env};
 pub use proxy::Proxy;
-
-type RequestBody = Full<Bytes>;
 
 /// Why a request to a provider got no response, or its body broke off. The
 /// message never carries the URL or a header, so no key can leak through it.
@@ -67,22 +68,6 @@ impl ClientError {
     fn connect(err: std::io::Error) -> Self {
         ClientError::Connect(err.to_string())
     }
-
-    fn http(err: &hyper::Error) -> Self {
-        ClientError::Http(chain(err))
-    }
-}
-
-/// An error and its causes on one line.
-fn chain(err: &dyn std::error::Error) -> String {
-    let mut message = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        message.push_str(": ");
-        message.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    message
 }
 
 /// Where connections go, and how they get there: one pool of idle
@@ -126,21 +111,14 @@ impl Client {
         egress: &Egress,
     ) -> Result<http::Response<ResponseBody>, ClientError> {
         let (origin, parts, body) = request_form(request, egress)?;
-        let build = || {
-            let mut request = http::Request::new(Full::new(body.clone()));
-            *request.method_mut() = parts.method.clone();
-            *request.uri_mut() = parts.uri.clone();
-            *request.headers_mut() = parts.headers.clone();
-            request
-        };
         if let Some(conn) = self.pool.take(&origin) {
-            match conn.send(build(), &self.pool, &origin).await {
+            match conn.send(&parts, body.clone(), &self.pool, &origin).await {
                 Err(ClientError::Stale) => {}
                 sent => return refused_by_proxy(sent, &origin),
             }
         }
         let conn = self.connector.connect(&origin).await?;
-        let sent = conn.send(build(), &self.pool, &origin).await.map_err(|err| match err {
+        let sent = conn.send(&parts, body, &self.pool, &origin).await.map_err(|err| match err {
             ClientError::Stale => ClientError::Http("the provider closed the connection before the request".into()),
             err => err,
         });
@@ -198,190 +176,4 @@ fn request_form(
         _ => parts.uri = uri.path_and_query().cloned().unwrap_or_else(|| PathAndQuery::from_static("/")).into(),
     }
     Ok((Origin { https, host, port, egress: egress.clone() }, parts, body))
-}
-
-/// One HTTP/1.1 connection: the handle to send on, and the state machine
-/// that does its I/O whenever it is polled.
-struct Connection {
-    sender: http1::SendRequest<RequestBody>,
-    driver: Driver,
-    idle_since: Instant,
-}
-
-impl Connection {
-    fn new(sender: http1::SendRequest<RequestBody>, driver: http1::Connection<Io, RequestBody>) -> Self {
-        Connection { sender, driver: Driver(Some(driver)), idle_since: Instant::now() }
-    }
-
-    fn idle_for(&self) -> Duration {
-        self.idle_since.elapsed()
-    }
-
-    /// Whether the connection is still open, reading whatever the provider
-    /// sent while it sat idle: a close, most likely, or bytes no request
-    /// asked for, after which the provider is [`Idle::Stray`].
-    fn idle_check(&mut self) -> Idle {
-        let mut cx = Context::from_waker(Waker::noop());
-        if self.sender.is_closed() {
-            return Idle::Gone;
-        }
-        match self.driver.poll_end(&mut cx) {
-            Poll::Pending => Idle::Open,
-            // hyper refuses bytes on an idle connection with an error of its own, not the socket's.
-            Poll::Ready(Err(err)) if std::error::Error::source(&err).is_none_or(|s| !s.is::<std::io::Error>()) => {
-                Idle::Stray
-            }
-            Poll::Ready(_) => Idle::Gone,
-        }
-    }
-
-    /// Sends `request` and waits for the response head, driving the connection.
-    /// [`ClientError::Stale`] means the request never left, so it may be sent
-    /// again on another connection.
-    async fn send(
-        mut self,
-        request: http::Request<RequestBody>,
-        pool: &Arc<Pool>,
-        origin: &Origin,
-    ) -> Result<http::Response<ResponseBody>, ClientError> {
-        let Connection { sender, driver, .. } = &mut self;
-        driver.drive(poll_fn(|cx| sender.poll_ready(cx))).await.map_err(|_| ClientError::Stale)?;
-        let response = driver.drive(sender.send_request(request)).await.map_err(|err| match err {
-            Some(err) if err.is_canceled() => ClientError::Stale,
-            Some(err) => ClientError::http(&err),
-            None => ClientError::Http("the provider closed the connection before the response".into()),
-        })?;
-        let back = Some((self, Arc::clone(pool), origin.clone()));
-        Ok(response.map(|incoming| ResponseBody { incoming, conn: back, ended: false }))
-    }
-}
-
-/// What an idle connection turned out to be.
-#[derive(Debug, PartialEq, Eq)]
-enum Idle {
-    /// Open and quiet: ready for a request.
-    Open,
-    /// Closed by the provider, or broken.
-    Gone,
-    /// The provider sent bytes no request asked for: such a provider may
-    /// send them again just after the next request is written, where they
-    /// would pass for its answer, so its connections are not kept for a while.
-    Stray,
-}
-
-/// A connection's I/O, polled by its user; empty once the connection ended.
-struct Driver(Option<http1::Connection<Io, RequestBody>>);
-
-impl Driver {
-    /// Ready once the connection has ended (with its error, the first time).
-    fn poll_end(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), hyper::Error>> {
-        let Some(conn) = &mut self.0 else { return Poll::Ready(Ok(())) };
-        let end = std::task::ready!(Pin::new(conn).poll(cx));
-        self.0 = None;
-        Poll::Ready(end)
-    }
-
-    /// Polls `work` and the connection together until `work` is done. The
-    /// error is `work`'s, or the connection's, or none when the connection
-    /// ended cleanly first.
-    async fn drive<T>(&mut self, work: impl Future<Output = hyper::Result<T>>) -> Result<T, Option<hyper::Error>> {
-        let mut work = pin!(work);
-        poll_fn(|cx| {
-            let end = self.poll_end(cx);
-            if let Poll::Ready(done) = work.as_mut().poll(cx) {
-                return Poll::Ready(done.map_err(Some));
-            }
-            end.map(|end| Err(end.err()))
-        })
-        .await
-    }
-}
-
-/// A response body that drives its own connection, and hands the connection
-/// back to the pool once the body has been read to its end.
-pub struct ResponseBody {
-    incoming: Incoming,
-    /// The connection, until it ends or goes back to the pool.
-    conn: Option<(Connection, Arc<Pool>, Origin)>,
-    ended: bool,
-}
-
-impl ResponseBody {
-    fn release(&mut self) {
-        if let Some((mut conn, pool, origin)) = self.conn.take() {
-            match conn.idle_check() {
-                Idle::Open => {
-                    conn.idle_since = Instant::now();
-                    pool.put(origin, conn);
-                }
-                Idle::Stray => pool.distrust(origin),
-                Idle::Gone => {}
-            }
-        }
-    }
-}
-
-/// How many already-read frames a dropped body goes through looking for its end.
-const DRAIN_FRAMES: usize = 8;
-
-impl Drop for ResponseBody {
-    /// A reader stops at the provider's end marker, and the body's own end
-    /// usually came in the same read: finishing it here, without waiting for
-    /// anything, keeps the connection for the next request.
-    fn drop(&mut self) {
-        let mut cx = Context::from_waker(Waker::noop());
-        for _ in 0..DRAIN_FRAMES {
-            match Pin::new(&mut *self).poll_next(&mut cx) {
-                Poll::Ready(Some(Ok(_))) => {}
-                Poll::Ready(_) | Poll::Pending => return,
-            }
-        }
-    }
-}
-
-impl Stream for ResponseBody {
-    type Item = Result<Bytes, ClientError>;
-
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let this = self.get_mut();
-        if this.ended {
-            return Poll::Ready(None);
-        }
-        // Whether the connection has had its turn: what it read may have
-        // completed the body, which is then polled once more.
-        let mut driven = false;
-        loop {
-            let failure = match Pin::new(&mut this.incoming).poll_frame(cx) {
-                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
-                    Ok(data) => return Poll::Ready(Some(Ok(data))),
-                    Err(_trailers) => continue,
-                },
-                Poll::Ready(Some(Err(err))) => ClientError::http(&err),
-                Poll::Ready(None) => {
-                    this.ended = true;
-                    this.release();
-                    return Poll::Ready(None);
-                }
-                Poll::Pending if driven => return Poll::Pending,
-                Poll::Pending => match &mut this.conn {
-                    Some((conn, ..)) => match conn.driver.poll_end(cx) {
-                        Poll::Pending => {
-                            driven = true;
-                            continue;
-                        }
-                        Poll::Ready(Err(err)) => ClientError::http(&err),
-                        // The connection ended: the body holds its end or its error now.
-                        Poll::Ready(Ok(())) => {
-                            this.conn = None;
-                            continue;
-                        }
-                    },
-                    None => ClientError::Http("the provider closed the connection".into()),
-                },
-            };
-            this.ended = true;
-            this.conn = None;
-            return Poll::Ready(Some(Err(failure)));
-        }
-    }
 }

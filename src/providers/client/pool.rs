@@ -12,7 +12,8 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::thread::{self, ThreadId};
 use std::time::{Duration, Instant};
 
-use super::{Connection, Idle, Origin};
+use super::Origin;
+use super::connection::{Connection, Idle};
 
 /// How long connections to a provider that sent stray bytes are not kept.
 const DISTRUST_FOR: Duration = Duration::from_secs(60);

@@ -1,0 +1,169 @@
+//! One HTTP/1.1 connection to a provider, driven by whoever holds it: the
+//! request writes its head and body in one vectored write and reads the
+//! response head; the body then reads the rest (see [`ResponseBody`]). It
+//! keeps no write buffer and one small read buffer, released while idle.
+
+use std::future::Future;
+use std::io::ErrorKind;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::body::ResponseBody;
+use super::connect::Io;
+use super::framing::BodyState;
+use super::pool::Pool;
+use super::wire::{self, Head};
+use super::{ClientError, Origin};
+
+/// Bytes read from a provider at a time. Events are a few hundred bytes, so
+/// this holds dozens; hyper's adaptive buffer started at 8 KiB and grew,
+/// which cost more memory per open stream than it saved in reads.
+const READ_BUFFER: usize = 4096;
+
+/// Free room below which the read buffer grows before a read, so a read
+/// never asks for a handful of bytes.
+const READ_MIN: usize = 1024;
+
+/// One HTTP/1.1 connection: the socket and what has been read from it.
+pub(super) struct Connection {
+    io: Io,
+    /// Bytes read and not yet taken; empty, without an allocation, while idle.
+    read: BytesMut,
+    idle_since: Instant,
+    /// Whether it carried a request before, so that a close before any answer
+    /// means it went stale while idle.
+    reused: bool,
+}
+
+/// What an idle connection turned out to be.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Idle {
+    /// Open and quiet: ready for a request.
+    Open,
+    /// Closed by the provider, or broken.
+    Gone,
+    /// The provider sent bytes no request asked for: such a provider may
+    /// send them again just after the next request is written, where they
+    /// would pass for its answer, so its connections are not kept for a while.
+    Stray,
+}
+
+impl Connection {
+    /// A connection just opened, with nothing read yet.
+    pub(super) fn new(io: Io) -> Self {
+        Connection { io, read: BytesMut::new(), idle_since: Instant::now(), reused: false }
+    }
+
+    pub(super) fn idle_for(&self) -> Duration {
+        self.idle_since.elapsed()
+    }
+
+    /// Whether the connection is still open, reading whatever the provider
+    /// sent while it sat idle: a close, most likely, or bytes no request
+    /// asked for, after which the provider is [`Idle::Stray`].
+    pub(super) fn idle_check(&mut self) -> Idle {
+        if !self.read.is_empty() {
+            return Idle::Stray;
+        }
+        let mut probe = [0u8; 1];
+        let mut cx = Context::from_waker(Waker::noop());
+        match pin!(self.io.read(&mut probe)).poll(&mut cx) {
+            Poll::Pending => Idle::Open,
+            Poll::Ready(Ok(0) | Err(_)) => Idle::Gone,
+            Poll::Ready(Ok(_)) => Idle::Stray,
+        }
+    }
+
+    /// Marks the connection idle from now, its read buffer given back.
+    pub(super) fn rest(&mut self) {
+        self.read = BytesMut::new();
+        self.idle_since = Instant::now();
+        self.reused = true;
+    }
+
+    /// Reads once into the read buffer, growing it only when it is nearly
+    /// full: the number of bytes read, 0 at the close.
+    pub(super) fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<usize>> {
+        if self.read.capacity() - self.read.len() < READ_MIN {
+            self.read.reserve(READ_BUFFER.max(self.read.len()));
+        }
+        pin!(self.io.read_buf(&mut self.read)).poll(cx)
+    }
+
+    /// The bytes read and not yet taken.
+    pub(super) fn buffer(&mut self) -> &mut BytesMut {
+        &mut self.read
+    }
+
+    /// Sends `parts` with `body` and reads the response head. The body that
+    /// comes back reads the rest, and gives the connection back to `pool`
+    /// when it may carry another request. [`ClientError::Stale`] means a
+    /// reused connection turned out closed before any answer, so the request
+    /// may be sent again on another.
+    pub(super) async fn send(
+        mut self,
+        parts: &http::request::Parts,
+        body: Bytes,
+        pool: &Arc<Pool>,
+        origin: &Origin,
+    ) -> Result<http::Response<ResponseBody>, ClientError> {
+        let head = wire::request_head(parts, body.len()).freeze();
+        if let Err(err) = self.write(head.chain(body)).await {
+            return Err(if self.reused {
+                ClientError::Stale
+            } else {
+                ClientError::Http(format!("cannot send the request: {err}"))
+            });
+        }
+        let head = self.read_head(&parts.method).await?;
+        let Head { status, version, headers, framing, keep_alive } = head;
+        let state = BodyState::new(framing);
+        let body = ResponseBody::new(self, state, keep_alive.then(|| (Arc::clone(pool), origin.clone())));
+        let mut response = http::Response::new(body);
+        *response.status_mut() = status;
+        *response.version_mut() = version;
+        *response.headers_mut() = headers;
+        Ok(response)
+    }
+
+    /// Writes all of `bytes` (the head, then the body) in as few writes as
+    /// the socket takes: one, most often.
+    async fn write(&mut self, mut bytes: impl Buf) -> std::io::Result<()> {
+        self.io.write_all_buf(&mut bytes).await?;
+        self.io.flush().await
+    }
+
+    /// Reads until the final response head is whole, and takes it.
+    async fn read_head(&mut self, method: &http::Method) -> Result<Head, ClientError> {
+        let mut answered = false;
+        loop {
+            if let Some(head) = wire::take_head(&mut self.read, method)? {
+                return Ok(head);
+            }
+            let read = std::future::poll_fn(|cx| self.poll_fill(cx)).await;
+            let stale = self.reused && !answered;
+            match read {
+                Ok(0) if stale => return Err(ClientError::Stale),
+                Ok(0) => {
+                    return Err(ClientError::Http("the provider closed the connection before the response".into()));
+                }
+                Ok(_) => answered = true,
+                Err(err) if stale && is_reset(&err) => return Err(ClientError::Stale),
+                Err(err) => return Err(ClientError::Http(format!("cannot read the response: {err}"))),
+            }
+        }
+    }
+}
+
+/// Whether `err` is the peer closing the connection abruptly.
+fn is_reset(err: &std::io::Error) -> bool {
+    matches!(
+        err.kind(),
+        ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted | ErrorKind::BrokenPipe | ErrorKind::UnexpectedEof
+    )
+}

@@ -1,0 +1,247 @@
+//! The client against providers written on raw loopback TCP: framing, reuse,
+//! stale and stray connections, and the heads and bodies it refuses.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use super::{Client, ClientError};
+
+/// Every test's hard limit.
+const LIMIT: Duration = Duration::from_secs(10);
+
+/// What the provider does for one request.
+#[derive(Clone)]
+enum Act {
+    /// Writes these bytes, then waits a moment so they arrive in a read of their own.
+    Write(&'static [u8]),
+    /// Writes these owned bytes, then waits a moment.
+    Owned(Vec<u8>),
+    /// Closes the connection without another word.
+    Close,
+}
+
+/// A provider that answers request `n` on each connection with `script(n)`,
+/// counting the connections it accepts.
+struct Provider {
+    url: String,
+    accepted: Arc<AtomicUsize>,
+}
+
+impl Provider {
+    async fn start(script: impl Fn(usize) -> Vec<Act> + Send + Sync + 'static) -> Provider {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("http://{}/v1/chat", listener.local_addr().expect("addr"));
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let (counter, script) = (Arc::clone(&accepted), Arc::new(script));
+        tokio::spawn(async move {
+            while let Ok((socket, _)) = listener.accept().await {
+                counter.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(serve(socket, Arc::clone(&script)));
+            }
+        });
+        Provider { url, accepted }
+    }
+
+    fn connections(&self) -> usize {
+        self.accepted.load(Ordering::SeqCst)
+    }
+}
+
+async fn serve(mut socket: TcpStream, script: Arc<impl Fn(usize) -> Vec<Act>>) {
+    for n in 0.. {
+        if !read_request(&mut socket).await {
+            return;
+        }
+        for act in script(n) {
+            let bytes = match act {
+                Act::Write(bytes) => bytes.to_vec(),
+                Act::Owned(bytes) => bytes,
+                Act::Close => return,
+            };
+            if socket.write_all(&bytes).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+}
+
+/// Reads one request, head and `content-length` body; false at the close.
+async fn read_request(socket: &mut TcpStream) -> bool {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match socket.read(&mut byte).await {
+            Ok(1) => head.push(byte[0]),
+            _ => return false,
+        }
+    }
+    let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    let length = head.lines().find_map(|line| line.strip_prefix("content-length: ")).map_or(0, |n| n.parse().unwrap());
+    let mut body = vec![0u8; length];
+    socket.read_exact(&mut body).await.is_ok()
+}
+
+fn client() -> Client {
+    Client::new(8, Duration::from_secs(30)).expect("client")
+}
+
+/// Sends a POST to `url` and reads the whole answer: status and body, or
+/// the first error.
+async fn fetch(client: &Client, url: &str) -> Result<(u16, String), ClientError> {
+    let request = http::Request::post(url).body(Bytes::from_static(b"{\"hi\":1}")).expect("request");
+    let response = client.send(request).await?;
+    let status = response.status().as_u16();
+    let mut body = response.into_body();
+    let mut text = Vec::new();
+    while let Some(chunk) = body.next().await {
+        text.extend_from_slice(&chunk?);
+    }
+    Ok((status, String::from_utf8(text).expect("utf-8")))
+}
+
+fn run(test: impl Future<Output = ()>) {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    runtime.block_on(async { tokio::time::timeout(LIMIT, test).await.expect("the test finished in time") });
+}
+
+const CHUNKED: &[u8] =
+    b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n6\r\ndata: \r\n4;x=y\r\nhi\n\n\r\n0\r\nx-sum: 1\r\n\r\n";
+
+#[test]
+fn a_chunked_body_arrives_whole_whatever_byte_the_reads_split_it_at() {
+    run(async {
+        let provider = Provider::start(|n| {
+            let (first, second) = CHUNKED.split_at(n % CHUNKED.len());
+            vec![Act::Write(first), Act::Write(second)]
+        })
+        .await;
+        let client = client();
+        for cut in 0..CHUNKED.len() {
+            let got = fetch(&client, &provider.url).await;
+            assert_eq!(got.ok(), Some((200, "data: hi\n\n".to_owned())), "split at {cut}");
+        }
+        assert_eq!(provider.connections(), 1, "every answer ended cleanly, so one connection carried them all");
+    });
+}
+
+#[test]
+fn a_length_body_and_a_body_up_to_the_close_arrive_whole() {
+    run(async {
+        let provider = Provider::start(|n| match n {
+            0 => vec![Act::Write(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhel"), Act::Write(b"lo")],
+            _ => vec![Act::Write(b"HTTP/1.1 200 OK\r\n\r\nuntil "), Act::Write(b"the close"), Act::Close],
+        })
+        .await;
+        let client = client();
+        assert_eq!(fetch(&client, &provider.url).await.ok(), Some((200, "hello".to_owned())));
+        assert_eq!(fetch(&client, &provider.url).await.ok(), Some((200, "until the close".to_owned())));
+        assert_eq!(fetch(&client, &provider.url).await.ok(), Some((200, "hello".to_owned())));
+        assert_eq!(provider.connections(), 2, "a body up to the close leaves no connection to reuse");
+    });
+}
+
+#[test]
+fn keep_alive_reuses_the_connection_and_connection_close_does_not() {
+    run(async {
+        let alive = Provider::start(|_| vec![Act::Write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")]).await;
+        let closing = Provider::start(|_| {
+            vec![Act::Write(b"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 2\r\n\r\nok")]
+        })
+        .await;
+        let client = client();
+        for _ in 0..3 {
+            assert_eq!(fetch(&client, &alive.url).await.ok(), Some((200, "ok".to_owned())));
+            assert_eq!(fetch(&client, &closing.url).await.ok(), Some((200, "ok".to_owned())));
+        }
+        assert_eq!(alive.connections(), 1, "one keep-alive connection carried all three");
+        assert_eq!(closing.connections(), 3, "`connection: close` is honoured");
+    });
+}
+
+#[test]
+fn a_pooled_connection_closed_by_the_provider_is_replaced_without_an_error() {
+    run(async {
+        // Each connection answers once and closes at its next request: the
+        // client, finding it closed before any answer, sends on a fresh one.
+        let provider = Provider::start(|n| match n {
+            0 => vec![Act::Write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")],
+            _ => vec![Act::Close],
+        })
+        .await;
+        let client = client();
+        for round in 0..3 {
+            assert_eq!(fetch(&client, &provider.url).await.ok(), Some((200, "ok".to_owned())), "round {round}");
+        }
+        assert_eq!(provider.connections(), 3, "each stale connection was replaced by a fresh one");
+    });
+}
+
+#[test]
+fn bytes_after_a_complete_body_keep_the_connection_from_reuse() {
+    run(async {
+        let provider =
+            Provider::start(|_| vec![Act::Write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nokHTTP/1.1 200 OK\r\n")])
+                .await;
+        let client = client();
+        for _ in 0..2 {
+            assert_eq!(fetch(&client, &provider.url).await.ok(), Some((200, "ok".to_owned())));
+        }
+        assert_eq!(provider.connections(), 2, "the stray bytes never passed for the next answer");
+    });
+}
+
+#[test]
+fn interim_responses_and_trailers_are_passed_over() {
+    run(async {
+        let provider = Provider::start(|_| {
+            vec![
+                Act::Write(b"HTTP/1.1 100 Continue\r\n\r\n"),
+                Act::Write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n"),
+                Act::Write(b"x-a: 1\r\nx-b: 2\r\n\r\n"),
+            ]
+        })
+        .await;
+        let client = client();
+        assert_eq!(fetch(&client, &provider.url).await.ok(), Some((200, "ok".to_owned())));
+        assert_eq!(fetch(&client, &provider.url).await.ok(), Some((200, "ok".to_owned())));
+        assert_eq!(provider.connections(), 1, "the trailers ended the body, so the connection was kept");
+    });
+}
+
+#[test]
+fn an_oversized_head_or_a_malformed_chunk_fails_saying_why() {
+    run(async {
+        let huge = Provider::start(|_| {
+            let header = format!("x-big: {}", "a".repeat(70 * 1024));
+            vec![Act::Write(b"HTTP/1.1 200 OK\r\n"), Act::Owned(header.into_bytes())]
+        })
+        .await;
+        let bad_chunk = Provider::start(|_| {
+            vec![Act::Write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nok\r\nzz\r\n")]
+        })
+        .await;
+        let client = client();
+        let head = fetch(&client, &huge.url).await.map_err(|err| err.to_string());
+        assert_eq!(head, Err("the response head is larger than 64 KiB".to_owned()));
+        let chunk = fetch(&client, &bad_chunk.url).await.map_err(|err| err.to_string());
+        assert_eq!(chunk, Err("the response has a chunk size that is not valid".to_owned()));
+    });
+}
+
+#[test]
+fn a_body_cut_short_by_the_close_is_an_error_not_an_end() {
+    run(async {
+        let provider =
+            Provider::start(|_| vec![Act::Write(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nhalf"), Act::Close])
+                .await;
+        let got = fetch(&client(), &provider.url).await.map_err(|err| err.to_string());
+        assert_eq!(got, Err("the provider closed the connection before the body's end".to_owned()));
+    });
+}
