@@ -19,6 +19,10 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Connections per pool: the writer's, the retention sweep's and a few for
 /// the admin endpoints' reads.
 const MAX_CONNECTIONS: u32 = 4;
+/// How often opening the store tries to migrate before it gives up.
+const MIGRATE_TRIES: u32 = 3;
+/// How long it waits between those tries.
+const MIGRATE_PAUSE: Duration = Duration::from_millis(200);
 
 /// The schema, one migration per version, in SQLite's words and PostgreSQL's
 /// (they differ only in how `seq` counts).
@@ -84,8 +88,30 @@ impl Db {
     /// that does not exist yet).
     pub async fn open(backend: &StoreBackend) -> Result<Db, DbError> {
         let db = Self::connect(backend, true).await?;
-        db.migrator().run(&db.pool).await?;
+        db.migrate().await?;
         Ok(db)
+    }
+
+    /// Applies this build's migrations, trying again when a try fails: two
+    /// processes opening one new SQLite file at once (`baton keys` beside a
+    /// `baton serve` that is starting) both find it unmigrated, and the one
+    /// that loses the race fails on the tables the other has just made; its
+    /// next try finds them recorded. A failed try leaves nothing behind, as
+    /// each migration runs in a transaction. (On PostgreSQL sqlx takes a lock
+    /// for this; SQLite has none to take.)
+    async fn migrate(&self) -> Result<(), DbError> {
+        let migrator = self.migrator();
+        let mut tries = 1;
+        loop {
+            match migrator.run(&self.pool).await {
+                Ok(()) => return Ok(()),
+                Err(_) if tries < MIGRATE_TRIES => {
+                    tries += 1;
+                    tokio::time::sleep(MIGRATE_PAUSE).await;
+                }
+                Err(err) => return Err(err.into()),
+            }
+        }
     }
 
     /// Connects to `backend` without creating or changing anything, for
@@ -195,6 +221,8 @@ fn sqlite_url(path: &Path, create: bool) -> String {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
+
     use super::*;
 
     #[test]
@@ -202,5 +230,24 @@ mod tests {
         assert_eq!(sqlite_url(Path::new("/var/lib/baton.db"), true), "sqlite:///var/lib/baton.db?mode=rwc");
         assert_eq!(sqlite_url(Path::new("/tmp/a b?#%.db"), false), "sqlite:///tmp/a%20b%3F%23%25.db?mode=ro");
         assert!(sqlite_url(Path::new("rel.db"), true).ends_with("/rel.db?mode=rwc"), "made absolute");
+    }
+
+    #[tokio::test]
+    async fn processes_opening_one_new_sqlite_file_at_once_all_migrate_it() {
+        let dir = std::env::temp_dir().join(format!("baton-migrate-{:016x}", fastrand::u64(..)));
+        std::fs::create_dir_all(&dir).expect("a directory");
+        for round in 0..10 {
+            let backend = StoreBackend::Sqlite { path: dir.join(format!("race-{round}.db")) };
+            let opened = tokio::time::timeout(Duration::from_secs(60), async {
+                tokio::join!(Db::open(&backend), Db::open(&backend), Db::open(&backend))
+            })
+            .await
+            .expect("opened within a minute");
+            for db in [opened.0, opened.1, opened.2] {
+                let db = db.unwrap_or_else(|err| panic!("round {round}: {err}"));
+                assert!(db.schema().await.is_ok_and(|schema| schema.is_current()), "round {round}: migrated");
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
