@@ -7,7 +7,7 @@ use std::future::Future;
 use std::io::ErrorKind;
 use std::pin::pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll, Waker, ready};
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -20,10 +20,16 @@ use super::pool::Pool;
 use super::wire::{self, Head};
 use super::{ClientError, Origin};
 
-/// Bytes read from a provider at a time. Events are a few hundred bytes, so
-/// this holds dozens; hyper's adaptive buffer started at 8 KiB and grew,
-/// which cost more memory per open stream than it saved in reads.
+/// Bytes read from a provider at a time to begin with. Events are a few
+/// hundred bytes, so this holds dozens; a paced stream, one event a read,
+/// never needs more, and hyper's buffer, which started at 8 KiB, cost more
+/// memory per open stream than it saved in reads.
 const READ_BUFFER: usize = 4096;
+
+/// The most read at a time: a provider writing faster than the stream is
+/// read fills each read, and each fill doubles the next read up to this, so
+/// its events leave in fewer, larger writes.
+const READ_MAX: usize = 64 * 1024;
 
 /// Free room below which the read buffer grows before a read, so a read
 /// never asks for a handful of bytes.
@@ -34,6 +40,10 @@ pub(super) struct Connection {
     io: Io,
     /// Bytes read and not yet taken; empty, without an allocation, while idle.
     read: BytesMut,
+    /// How much the next growth of `read` makes room for: [`READ_BUFFER`],
+    /// doubled by each read that fills its room, halved by one that uses
+    /// under a quarter of it.
+    read_size: usize,
     idle_since: Instant,
     /// Whether it carried a request before, so that a close before any answer
     /// means it went stale while idle.
@@ -56,7 +66,7 @@ pub(super) enum Idle {
 impl Connection {
     /// A connection just opened, with nothing read yet.
     pub(super) fn new(io: Io) -> Self {
-        Connection { io, read: BytesMut::new(), idle_since: Instant::now(), reused: false }
+        Connection { io, read: BytesMut::new(), read_size: READ_BUFFER, idle_since: Instant::now(), reused: false }
     }
 
     pub(super) fn idle_for(&self) -> Duration {
@@ -82,6 +92,7 @@ impl Connection {
     /// Marks the connection idle from now, its read buffer given back.
     pub(super) fn rest(&mut self) {
         self.read = BytesMut::new();
+        self.read_size = READ_BUFFER;
         self.idle_since = Instant::now();
         self.reused = true;
     }
@@ -90,9 +101,14 @@ impl Connection {
     /// full: the number of bytes read, 0 at the close.
     pub(super) fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<usize>> {
         if self.read.capacity() - self.read.len() < READ_MIN {
-            self.read.reserve(READ_BUFFER.max(self.read.len()));
+            self.read.reserve(self.read_size.max(self.read.len()));
         }
-        pin!(self.io.read_buf(&mut self.read)).poll(cx)
+        let room = self.read.capacity() - self.read.len();
+        let read = ready!(pin!(self.io.read_buf(&mut self.read)).poll(cx));
+        if let Ok(bytes) = read {
+            self.read_size = next_read_size(self.read_size, bytes, room);
+        }
+        Poll::Ready(read)
     }
 
     /// The bytes read and not yet taken.
@@ -166,4 +182,37 @@ fn is_reset(err: &std::io::Error) -> bool {
         err.kind(),
         ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted | ErrorKind::BrokenPipe | ErrorKind::UnexpectedEof
     )
+}
+
+/// How much to make room for next after reading `bytes` into `room` with
+/// `size` asked for last: more when the read filled its room, less when it
+/// used under a quarter of `size`, within [`READ_BUFFER`] and [`READ_MAX`].
+fn next_read_size(size: usize, bytes: usize, room: usize) -> usize {
+    if bytes == room {
+        size.saturating_mul(2).min(READ_MAX)
+    } else if bytes < size / 4 {
+        (size / 2).max(READ_BUFFER)
+    } else {
+        size
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_grow_while_they_fill_and_shrink_back_when_they_do_not() {
+        let mut size = READ_BUFFER;
+        let mut seen = Vec::new();
+        for _ in 0..6 {
+            size = next_read_size(size, size, size);
+            seen.push(size);
+        }
+        assert_eq!(seen, [8192, 16384, 32768, 65536, 65536, 65536], "doubling to the cap while reads fill");
+        assert_eq!(next_read_size(READ_MAX, READ_MAX / 2, READ_MAX), READ_MAX, "half full: kept");
+        assert_eq!(next_read_size(READ_MAX, 200, READ_MAX), READ_MAX / 2, "a paced event: halved");
+        assert_eq!(next_read_size(READ_BUFFER, 200, READ_BUFFER), READ_BUFFER, "never below the start");
+        assert_eq!(next_read_size(READ_BUFFER, 3000, 3500), READ_BUFFER, "a read that did not fill its room");
+    }
 }
