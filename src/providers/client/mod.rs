@@ -19,8 +19,6 @@ mod environment;
 mod framing;
 mod pool;
 mod proxy;
-#[cfg(test)]
-mod tests;
 mod wire;
 
 use std::sync::Arc;

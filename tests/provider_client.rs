@@ -1,16 +1,21 @@
 //! The client against providers written on raw loopback TCP: framing, reuse,
 //! stale and stray connections, and the heads and bodies it refuses.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
+
+mod support;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::StreamExt;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
-use super::{Client, ClientError};
+use baton::providers::client::{Client, ClientError};
+use support::raw::read_request;
 
 /// Every test's hard limit.
 const LIMIT: Duration = Duration::from_secs(10);
@@ -72,22 +77,6 @@ async fn serve(mut socket: TcpStream, script: Arc<impl Fn(usize) -> Vec<Act>>) {
     }
 }
 
-/// Reads one request, head and `content-length` body; false at the close.
-async fn read_request(socket: &mut TcpStream) -> bool {
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        match socket.read(&mut byte).await {
-            Ok(1) => head.push(byte[0]),
-            _ => return false,
-        }
-    }
-    let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
-    let length = head.lines().find_map(|line| line.strip_prefix("content-length: ")).map_or(0, |n| n.parse().unwrap());
-    let mut body = vec![0u8; length];
-    socket.read_exact(&mut body).await.is_ok()
-}
-
 fn client() -> Client {
     Client::new(8, Duration::from_secs(30)).expect("client")
 }
@@ -106,9 +95,9 @@ async fn fetch(client: &Client, url: &str) -> Result<(u16, String), ClientError>
     Ok((status, String::from_utf8(text).expect("utf-8")))
 }
 
+/// Runs `test` on a runtime of its own, failing it past [`LIMIT`].
 fn run(test: impl Future<Output = ()>) {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-    runtime.block_on(async { tokio::time::timeout(LIMIT, test).await.expect("the test finished in time") });
+    support::run(LIMIT, test);
 }
 
 const CHUNKED: &[u8] =
