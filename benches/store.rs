@@ -13,30 +13,14 @@
 )]
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use baton::event::{Tried, Usage};
-use baton::store::{QUEUE_ROWS, Records, RequestRow, StoreSignals, now_ms};
+use baton::store::{CountedSignals, QUEUE_ROWS, Records, RequestRow, now_ms};
 
 /// The target the store must keep up with.
 const TARGET_ROWS_PER_SEC: f64 = 10_000.0;
-
-#[derive(Default)]
-struct Counts {
-    written: AtomicU64,
-    dropped: AtomicU64,
-}
-
-impl StoreSignals for Counts {
-    fn records_dropped(&self, rows: u64) {
-        self.dropped.fetch_add(rows, Ordering::Relaxed);
-    }
-    fn records_written(&self, rows: u64) {
-        self.written.fetch_add(rows, Ordering::Relaxed);
-    }
-    fn store_up(&self, _up: bool) {}
-}
 
 /// A row as a streamed, priced request that failed over once leaves it.
 fn row(i: u64) -> RequestRow {
@@ -79,7 +63,7 @@ fn main() {
     let config = baton::config::parse(&text, "bench.toml", &|_| None).expect("config");
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     let (elapsed, counts) = runtime.block_on(async {
-        let counts = Arc::new(Counts::default());
+        let counts = Arc::new(CountedSignals::default());
         let (records, started) = Records::start(&config, Arc::clone(&counts) as _).expect("store");
         assert!(started.first_open.await.expect("told"), "the database opens");
         let began = Instant::now();

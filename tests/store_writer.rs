@@ -7,32 +7,15 @@
 mod support;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use baton::config;
 use baton::store::query::Filter;
-use baton::store::{Records, RequestRow, StoreSignals, now_ms, retention};
+use baton::store::{CountedSignals, Records, RequestRow, now_ms, retention};
 use support::backend::Backend;
 use support::records::{HARD_LIMIT, ROWS_WITHIN};
 use support::{ChatConfig, eventually, run};
-
-/// Counts what the store says, for a store started without a proxy.
-#[derive(Default)]
-struct Counts {
-    written: AtomicU64,
-    dropped: AtomicU64,
-}
-
-impl StoreSignals for Counts {
-    fn records_dropped(&self, rows: u64) {
-        self.dropped.fetch_add(rows, Ordering::Relaxed);
-    }
-    fn records_written(&self, rows: u64) {
-        self.written.fetch_add(rows, Ordering::Relaxed);
-    }
-    fn store_up(&self, _up: bool) {}
-}
 
 fn store_config(store: &str, retention_days: u32) -> config::Config {
     let text = format!(
@@ -42,8 +25,8 @@ fn store_config(store: &str, retention_days: u32) -> config::Config {
     config::parse(&text, "retention.toml", &|_| None).expect("valid")
 }
 
-async fn open(config: &config::Config) -> (Records, Arc<Counts>) {
-    let counts = Arc::new(Counts::default());
+async fn open(config: &config::Config) -> (Records, Arc<CountedSignals>) {
+    let counts = Arc::new(CountedSignals::default());
     let (records, started) = Records::start(config, Arc::clone(&counts) as _).expect("a store");
     assert!(started.first_open.await.expect("told"), "the database opens");
     (records, counts)

@@ -47,6 +47,28 @@ pub trait StoreSignals: Send + Sync {
     fn store_up(&self, up: bool);
 }
 
+/// Counts of what a store said, for a store run without the proxy's
+/// metrics: the tests and benchmarks that drive it alone read them.
+#[cfg(any(test, feature = "test-support"))]
+#[derive(Debug, Default)]
+pub struct CountedSignals {
+    /// Rows written.
+    pub written: std::sync::atomic::AtomicU64,
+    /// Rows dropped.
+    pub dropped: std::sync::atomic::AtomicU64,
+}
+
+#[cfg(any(test, feature = "test-support"))]
+impl StoreSignals for CountedSignals {
+    fn records_dropped(&self, rows: u64) {
+        self.dropped.fetch_add(rows, std::sync::atomic::Ordering::Relaxed);
+    }
+    fn records_written(&self, rows: u64) {
+        self.written.fetch_add(rows, std::sync::atomic::Ordering::Relaxed);
+    }
+    fn store_up(&self, _up: bool) {}
+}
+
 /// The store's handle, shared by every request: cheap to clone, and
 /// nothing it does waits for the database.
 #[derive(Clone)]
