@@ -8,6 +8,7 @@ pub mod config;
 pub mod core;
 pub mod dialect;
 pub mod event;
+pub mod h1;
 pub mod http;
 pub mod limits;
 pub mod mock;

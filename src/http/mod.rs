@@ -15,7 +15,6 @@ mod extract;
 mod history;
 mod keys;
 mod panic;
-mod parse_errors;
 mod recording;
 mod records;
 pub mod server;

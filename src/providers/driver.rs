@@ -147,7 +147,7 @@ pub async fn open(
     })?;
     let status = response.status();
     if !status.is_success() {
-        return Err(error_response(adapter, response).await);
+        return Err(Box::pin(error_response(adapter, response)).await);
     }
     let content_type = response.headers().get(CONTENT_TYPE).and_then(|value| value.to_str().ok()).unwrap_or_default();
     if !content_type.starts_with("text/event-stream") {

@@ -11,9 +11,9 @@ use bytes::Bytes;
 use futures_util::Stream;
 
 use super::connection::{Connection, Idle};
-use super::framing::{BodyState, Step};
 use super::pool::Pool;
 use super::{ClientError, Origin};
+use crate::h1::{BodyState, FramingError, Step};
 
 /// A response body that drives its own connection, and hands the connection
 /// back to the pool once the body has been read to its end.
@@ -83,7 +83,7 @@ impl Stream for ResponseBody {
             let Some(conn) = &mut this.conn else { return Poll::Ready(None) };
             let step = match this.state.step(conn.buffer()) {
                 Ok(step) => step,
-                Err(err) => return this.fail(err),
+                Err(err) => return this.fail(framing_error(err)),
             };
             match step {
                 Step::Data(data) => return Poll::Ready(Some(Ok(data))),
@@ -96,7 +96,7 @@ impl Stream for ResponseBody {
             }
             let read = ready!(conn.poll_fill(cx));
             let closed = match read {
-                Ok(0) => this.state.at_close(),
+                Ok(0) => this.state.at_close().map_err(framing_error),
                 Ok(_) => continue,
                 Err(err) => Err(ClientError::Http(format!("the provider's connection broke: {err}"))),
             };
@@ -109,4 +109,9 @@ impl Stream for ResponseBody {
             }
         }
     }
+}
+
+/// A provider's broken framing, worded for the attempt's failure.
+fn framing_error(err: FramingError) -> ClientError {
+    ClientError::Http(err.describe("the response", "the provider"))
 }

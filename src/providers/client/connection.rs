@@ -15,10 +15,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::body::ResponseBody;
 use super::connect::Io;
-use super::framing::BodyState;
 use super::pool::Pool;
 use super::wire::{self, Head};
 use super::{ClientError, Origin};
+use crate::h1::BodyState;
 
 /// Bytes read from a provider at a time to begin with. Events are a few
 /// hundred bytes, so this holds dozens; a paced stream, one event a read,

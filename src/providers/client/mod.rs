@@ -1,5 +1,5 @@
 //! The HTTP/1.1 client for provider requests, baton's own over `httparse`
-//! (`wire` reads and writes heads, `framing` takes bodies apart): one small
+//! (`wire` reads and writes heads, [`crate::h1`] takes bodies apart): one small
 //! read buffer per connection and no write buffer or dispatch channel, which
 //! hyper's client kept for every held stream. Each connection is driven by
 //! whoever is using it (the request while it waits for the head, then the
@@ -16,7 +16,6 @@ mod connect;
 mod connection;
 mod egress;
 mod environment;
-mod framing;
 mod pool;
 mod proxy;
 mod wire;
@@ -115,7 +114,10 @@ impl Client {
                 sent => return refused_by_proxy(sent, &origin),
             }
         }
-        let conn = self.connector.connect(&origin).await?;
+        // Boxed: connecting (TCP, a proxy's tunnel, the TLS handshake) is the
+        // largest state a request passes through, and an answer that is
+        // streamed for seconds should not carry its room.
+        let conn = Box::pin(self.connector.connect(&origin)).await?;
         let sent = conn.send(&parts, body, &self.pool, &origin).await.map_err(|err| match err {
             ClientError::Stale => ClientError::Http("the provider closed the connection before the request".into()),
             err => err,

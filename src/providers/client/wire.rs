@@ -4,10 +4,11 @@
 //! Every limit here bounds what a provider can make baton hold.
 
 use bytes::{Buf, BufMut, BytesMut};
-use http::header::{CONNECTION, CONTENT_LENGTH, TRANSFER_ENCODING};
+use http::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Version};
 
 use super::ClientError;
+use crate::h1::{Framing, HeaderError, content_length, keep_alive, last_token};
 
 /// The largest response head read: far more than any provider sends, and
 /// the bound on what a provider that never ends its head makes baton hold.
@@ -49,19 +50,6 @@ pub(super) fn request_head(parts: &http::request::Parts, body_len: usize) -> Byt
     }
     head.put_slice(b"\r\n");
     head
-}
-
-/// How a response's body ends.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Framing {
-    /// No body at all (204, 304, or the answer to `HEAD`).
-    Empty,
-    /// Exactly this many bytes.
-    Length(u64),
-    /// `Transfer-Encoding: chunked`.
-    Chunked,
-    /// Until the provider closes the connection.
-    Close,
 }
 
 /// A response head, read. No `Debug`: its headers are the provider's.
@@ -143,9 +131,16 @@ fn framing(status: StatusCode, method: &Method, headers: &HeaderMap) -> Result<F
     let chunked = match last_token(headers, &TRANSFER_ENCODING) {
         None => None,
         Some(Ok(last)) => Some(last.eq_ignore_ascii_case("chunked")),
-        Some(Err(())) => return Err(ClientError::Http("the response's transfer-encoding is not valid".into())),
+        Some(Err(_)) => return Err(ClientError::Http("the response's transfer-encoding is not valid".into())),
     };
-    let length = content_length(headers)?;
+    let length = content_length(headers).map_err(|err| {
+        ClientError::Http(match err {
+            HeaderError::LengthsDisagree => "the response has content-lengths that disagree".into(),
+            HeaderError::InvalidLength | HeaderError::InvalidList => {
+                "the response's content-length is not valid".into()
+            }
+        })
+    })?;
     match (chunked, length) {
         (Some(_), Some(_)) => {
             Err(ClientError::Http("the response has both a transfer-encoding and a content-length".into()))
@@ -156,47 +151,6 @@ fn framing(status: StatusCode, method: &Method, headers: &HeaderMap) -> Result<F
         (None, Some(0)) => Ok(Framing::Empty),
         (None, Some(length)) => Ok(Framing::Length(length)),
     }
-}
-
-/// The last comma-separated token of every `name` header, if there is one.
-fn last_token<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<Result<&'a str, ()>> {
-    let value = headers.get_all(name).iter().next_back()?;
-    let Ok(text) = value.to_str() else { return Some(Err(())) };
-    Some(text.rsplit(',').map(str::trim).find(|token| !token.is_empty()).ok_or(()))
-}
-
-/// The `content-length`, when there is one: every value (and every item of
-/// a list) must be the same number.
-fn content_length(headers: &HeaderMap) -> Result<Option<u64>, ClientError> {
-    let invalid = || ClientError::Http("the response's content-length is not valid".into());
-    let mut length = None;
-    for value in headers.get_all(CONTENT_LENGTH) {
-        for item in value.to_str().map_err(|_| invalid())?.split(',').map(str::trim) {
-            if item.is_empty() || !item.bytes().all(|byte| byte.is_ascii_digit()) {
-                return Err(invalid());
-            }
-            let parsed = item.parse::<u64>().map_err(|_| invalid())?;
-            if length.is_some_and(|length| length != parsed) {
-                return Err(ClientError::Http("the response has content-lengths that disagree".into()));
-            }
-            length = Some(parsed);
-        }
-    }
-    Ok(length)
-}
-
-/// Whether `version` and the `connection` header let the connection carry
-/// another request: HTTP/1.1 unless it says `close`, HTTP/1.0 only when it
-/// says `keep-alive`.
-fn keep_alive(version: Version, headers: &HeaderMap) -> bool {
-    let says = |token: &str| {
-        headers
-            .get_all(CONNECTION)
-            .iter()
-            .filter_map(|value| value.to_str().ok())
-            .any(|value| value.split(',').any(|item| item.trim().eq_ignore_ascii_case(token)))
-    };
-    if version == Version::HTTP_11 { !says("close") } else { says("keep-alive") }
 }
 
 #[cfg(test)]

@@ -1,25 +1,37 @@
-//! A response body taken out of the bytes read so far, without I/O: by its
+//! A message body taken out of the bytes read so far, without I/O: by its
 //! length, by its chunks, or up to the close. The data is split out of the
-//! read buffer, not copied, and every piece of framing a provider sends is
+//! read buffer, not copied, and every piece of framing a peer sends is
 //! bounded.
 
 use bytes::{Buf, Bytes, BytesMut};
 
-use super::ClientError;
-use super::wire::Framing;
+use super::FramingError;
+
+/// How a message's body ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Framing {
+    /// No body at all (204, 304, the answer to `HEAD`, a request without one).
+    Empty,
+    /// Exactly this many bytes.
+    Length(u64),
+    /// `Transfer-Encoding: chunked`.
+    Chunked,
+    /// Until the peer closes the connection (a response only).
+    Close,
+}
 
 /// The longest chunk-size line (size and extensions) read.
-const SIZE_LINE_LIMIT: usize = 4 * 1024;
+pub(super) const SIZE_LINE_LIMIT: usize = 4 * 1024;
 
 /// The most trailer bytes read (and thrown away) after the last chunk.
-const TRAILER_LIMIT: usize = 16 * 1024;
+pub(super) const TRAILER_LIMIT: usize = 16 * 1024;
 
 /// The most trailer fields read after the last chunk.
-const MAX_TRAILERS: usize = 32;
+pub(super) const MAX_TRAILERS: usize = 32;
 
 /// What the bytes read so far hold next.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) enum Step {
+pub enum Step {
     /// Body data.
     Data(Bytes),
     /// More bytes are needed.
@@ -30,7 +42,7 @@ pub(super) enum Step {
 
 /// Where a body is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum BodyState {
+pub enum BodyState {
     /// This many more bytes, then the end.
     Length(u64),
     /// Until the close.
@@ -43,7 +55,7 @@ pub(super) enum BodyState {
 
 /// Where a chunked body is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Chunk {
+pub enum Chunk {
     /// At a chunk-size line.
     Size,
     /// In a chunk's data, this many bytes from its end.
@@ -56,7 +68,7 @@ pub(super) enum Chunk {
 
 impl BodyState {
     /// Where a body framed by `framing` starts.
-    pub(super) fn new(framing: Framing) -> Self {
+    pub fn new(framing: Framing) -> Self {
         match framing {
             Framing::Empty | Framing::Length(0) => BodyState::Done,
             Framing::Length(length) => BodyState::Length(length),
@@ -66,7 +78,7 @@ impl BodyState {
     }
 
     /// The next piece of the body in `buf`, taken out of it.
-    pub(super) fn step(&mut self, buf: &mut BytesMut) -> Result<Step, ClientError> {
+    pub fn step(&mut self, buf: &mut BytesMut) -> Result<Step, FramingError> {
         match *self {
             BodyState::Done => Ok(Step::End),
             BodyState::Close if buf.is_empty() => Ok(Step::More),
@@ -88,13 +100,13 @@ impl BodyState {
 
     /// What the close of the connection means here: the end of a body that
     /// runs to it, else a body cut short.
-    pub(super) fn at_close(&mut self) -> Result<Step, ClientError> {
+    pub fn at_close(&mut self) -> Result<Step, FramingError> {
         match *self {
             BodyState::Close | BodyState::Done => {
                 *self = BodyState::Done;
                 Ok(Step::End)
             }
-            _ => Err(ClientError::Http("the provider closed the connection before the body's end".into())),
+            _ => Err(FramingError::CutShort),
         }
     }
 }
@@ -112,7 +124,7 @@ fn take(buf: &mut BytesMut, left: u64) -> Option<(Bytes, u64)> {
 /// One step through a chunked body at `chunk`: the state after it, and what
 /// it found. Framing with nothing in it (a size line, a CRLF) is passed over
 /// in the same step.
-fn chunked(mut chunk: Chunk, buf: &mut BytesMut) -> Result<(BodyState, Step), ClientError> {
+fn chunked(mut chunk: Chunk, buf: &mut BytesMut) -> Result<(BodyState, Step), FramingError> {
     loop {
         chunk = match chunk {
             Chunk::Size => match size_line(buf)? {
@@ -135,7 +147,7 @@ fn chunked(mut chunk: Chunk, buf: &mut BytesMut) -> Result<(BodyState, Step), Cl
                 None if buf.first().is_none_or(|byte| *byte == b'\r') => {
                     return Ok((BodyState::Chunked(chunk), Step::More));
                 }
-                _ => return Err(ClientError::Http("a chunk's data is not followed by CRLF".into())),
+                _ => return Err(FramingError::NoCrlfAfterData),
             },
             Chunk::Trailers => {
                 return Ok(match trailers(buf)? {
@@ -149,11 +161,10 @@ fn chunked(mut chunk: Chunk, buf: &mut BytesMut) -> Result<(BodyState, Step), Cl
 
 /// The size of the chunk whose size line starts `buf`, taken out of it;
 /// none while the line is incomplete.
-fn size_line(buf: &mut BytesMut) -> Result<Option<u64>, ClientError> {
-    let invalid = || ClientError::Http("the response has a chunk size that is not valid".into());
+fn size_line(buf: &mut BytesMut) -> Result<Option<u64>, FramingError> {
     match buf.first() {
         None => return Ok(None),
-        Some(byte) if !byte.is_ascii_hexdigit() => return Err(invalid()),
+        Some(byte) if !byte.is_ascii_hexdigit() => return Err(FramingError::InvalidChunkSize),
         Some(_) => {}
     }
     match httparse::parse_chunk_size(buf) {
@@ -161,32 +172,25 @@ fn size_line(buf: &mut BytesMut) -> Result<Option<u64>, ClientError> {
             buf.advance(len);
             Ok(Some(size))
         }
-        Ok(httparse::Status::Partial) if buf.len() >= SIZE_LINE_LIMIT => Err(ClientError::Http(format!(
-            "the response has a chunk-size line longer than {} KiB",
-            SIZE_LINE_LIMIT / 1024
-        ))),
+        Ok(httparse::Status::Partial) if buf.len() >= SIZE_LINE_LIMIT => Err(FramingError::LongSizeLine),
         Ok(httparse::Status::Partial) => Ok(None),
-        Err(httparse::InvalidChunkSize) => Err(invalid()),
+        Err(httparse::InvalidChunkSize) => Err(FramingError::InvalidChunkSize),
     }
 }
 
 /// Whether the trailers (none, most often) and the blank line that ends
 /// them are all in `buf`, taken out of it when they are.
-fn trailers(buf: &mut BytesMut) -> Result<bool, ClientError> {
+fn trailers(buf: &mut BytesMut) -> Result<bool, FramingError> {
     let mut fields = [httparse::EMPTY_HEADER; MAX_TRAILERS];
     match httparse::parse_headers(buf, &mut fields) {
         Ok(httparse::Status::Complete((len, _))) => {
             buf.advance(len);
             Ok(true)
         }
-        Ok(httparse::Status::Partial) if buf.len() >= TRAILER_LIMIT => {
-            Err(ClientError::Http(format!("the response's trailers are larger than {} KiB", TRAILER_LIMIT / 1024)))
-        }
+        Ok(httparse::Status::Partial) if buf.len() >= TRAILER_LIMIT => Err(FramingError::LargeTrailers),
         Ok(httparse::Status::Partial) => Ok(false),
-        Err(httparse::Error::TooManyHeaders) => {
-            Err(ClientError::Http(format!("the response has more than {MAX_TRAILERS} trailers")))
-        }
-        Err(err) => Err(ClientError::Http(format!("the response's trailers are not valid: {err}"))),
+        Err(httparse::Error::TooManyHeaders) => Err(FramingError::ManyTrailers),
+        Err(err) => Err(FramingError::InvalidTrailers(err)),
     }
 }
 
@@ -207,14 +211,14 @@ mod tests {
             buf.extend_from_slice(&wire[fed..edge.max(fed)]);
             fed = edge.max(fed);
             loop {
-                match state.step(&mut buf).map_err(|err| err.to_string())? {
+                match state.step(&mut buf).map_err(|err| err.describe("the response", "the provider"))? {
                     Step::Data(data) => body.extend_from_slice(&data),
                     Step::More => break,
                     Step::End => return Ok((body, [&buf[..], &wire[fed..]].concat())),
                 }
             }
         }
-        match state.at_close().map_err(|err| err.to_string())? {
+        match state.at_close().map_err(|err| err.describe("the response", "the provider"))? {
             Step::End => Ok((body, buf.to_vec())),
             step => Err(format!("{step:?} at the close")),
         }

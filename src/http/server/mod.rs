@@ -1,7 +1,19 @@
-//! The accept loop: one HTTP/1.1 connection task per client, with Nagle off
-//! and a small read buffer. Each open stream holds a connection, so what a
-//! connection costs at rest is what 10,000 streams cost; hyper's HTTP/1
-//! server alone is a fraction of the version-sniffing server axum starts.
+//! The HTTP/1.1 server clients talk to, baton's own over `httparse`: the
+//! accept loop here, one task per connection (`connection`), heads read
+//! and written in `head`, bodies read in `read` and answers written in
+//! `write`. Each open stream holds a connection, so what a connection costs
+//! at rest is what 10,000 streams cost: hyper's server kept an 8 KiB read
+//! buffer and an 8 KiB write buffer for every one; this one keeps none
+//! while it waits or streams, and writes each piece of an answer with its
+//! framing in one vectored write.
+
+mod connection;
+mod date;
+mod head;
+mod read;
+mod write;
+
+pub use read::BodyError;
 
 use std::future::Future;
 use std::io;
@@ -12,25 +24,12 @@ use std::time::Duration;
 use std::sync::Arc;
 
 use axum::Router;
-use hyper::server::conn::http1;
-use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
-use tokio::sync::Semaphore;
-use tower::ServiceExt as _;
+use tokio::sync::{Semaphore, watch};
 
-use super::parse_errors::ParseErrorBodies;
-use super::stall::{ClientStall, StallGuard};
+use super::stall::ClientStall;
 use crate::observe::Metrics;
-
-/// The most a connection buffers of what the client sends: request heads
-/// must fit, bodies stream through it. hyper's floor, and its first read size.
-const MAX_READ_BUFFER: usize = 8192;
-
-/// How long a client may take to send a request head before it is dropped.
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Connections the kernel may queue before they are accepted (it caps this
 /// at `net.core.somaxconn`). The usual 128 overflows when a few thousand
@@ -117,7 +116,7 @@ pub async fn serve(
     limits: ConnectionLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
-    let graceful = GracefulShutdown::new();
+    let (stop, stopping) = watch::channel(false);
     let mut shutdown = pin!(shutdown);
     let mut accept_errors = 0u64;
     loop {
@@ -147,43 +146,31 @@ pub async fn serve(
             tokio::spawn(turn_away(stream));
             continue;
         };
-        serve_connection(stream, &router, &limits, &graceful, slot);
+        serve_connection(stream, &router, &limits, stopping.clone(), slot);
     }
     drop(listener);
-    graceful.shutdown().await;
+    drop(stopping);
+    let _ = stop.send(true);
+    // Every connection holds a receiver: once the last one ends, none is left.
+    stop.closed().await;
     Ok(())
 }
 
 /// Serves one client connection on its own task, holding its `slot` of the
-/// cap until it ends: its socket stalls out and turns parse errors into
-/// JSON, and each request on it knows the connection's stall flag.
+/// cap until it ends; each request on it knows the connection's stall flag.
 fn serve_connection(
     stream: TcpStream,
     router: &Router,
     limits: &ConnectionLimits,
-    graceful: &GracefulShutdown,
+    stopping: watch::Receiver<bool>,
     slot: tokio::sync::OwnedSemaphorePermit,
 ) {
-    let stall = ClientStall::default();
-    let io = StallGuard::new(ParseErrorBodies::new(stream), limits.stall_timeout, stall.clone());
-    let router = router.clone();
-    let service = tower::service_fn(move |mut request: axum::extract::Request<hyper::body::Incoming>| {
-        request.extensions_mut().insert(stall.clone());
-        router.clone().oneshot(request)
-    });
-    let connection = http1::Builder::new()
-        .max_buf_size(MAX_READ_BUFFER)
-        .timer(TokioTimer::new())
-        .header_read_timeout(HEADER_READ_TIMEOUT)
-        .serve_connection(TokioIo::new(io), TowerToHyperService::new(service));
-    let connection = graceful.watch(connection);
+    let serving = connection::Serving { router: router.clone(), stall_timeout: limits.stall_timeout, stopping };
     let metrics = Arc::clone(&limits.metrics);
     tokio::spawn(async move {
-        if let Err(err) = connection.await {
-            let stalled = std::error::Error::source(&err)
-                .and_then(|source| source.downcast_ref::<io::Error>())
-                .is_some_and(|io| io.kind() == io::ErrorKind::TimedOut);
-            if stalled {
+        let stall = ClientStall::default();
+        if let Err(err) = connection::serve(stream, serving, stall.clone()).await {
+            if err.kind() == io::ErrorKind::TimedOut && stall.happened() {
                 metrics.client_fault("client_stalled");
             }
             tracing::debug!(error = %err, "client connection ended with an error");
