@@ -157,3 +157,24 @@ async fn close<W: AsyncWrite + Unpin>(writer: &mut W, reader: Option<Reader>) ->
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every open stream holds one connection's future for as long as it
+    /// lasts, so its size is part of what each stream costs: a buffer kept
+    /// across an await inside it (a 4 KiB array once made it 5.4 KiB)
+    /// would be paid by every stream.
+    #[tokio::test]
+    async fn a_connection_s_future_stays_small() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let _client = TcpStream::connect(listener.local_addr().expect("addr")).await.expect("connect");
+        let (stream, _) = listener.accept().await.expect("accept");
+        let (_stop, stopping) = watch::channel(false);
+        let serving = Serving { router: Router::new(), stall_timeout: Duration::from_secs(1), stopping };
+        let connection = serve(stream, serving, ClientStall::default());
+        let size = std::mem::size_of_val(&connection);
+        assert!(size <= 2560, "a connection's future is {size} bytes");
+    }
+}
