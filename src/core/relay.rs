@@ -4,7 +4,7 @@
 use std::pin::Pin;
 use std::time::Duration;
 
-use futures_util::{FutureExt, Stream, StreamExt, stream};
+use futures_util::{Stream, StreamExt, stream};
 use tokio::time::{Instant, Sleep};
 
 use super::Failure;
@@ -18,9 +18,11 @@ pub type CommittedStream = Pin<Box<dyn Stream<Item = Result<Event, Failure>> + S
 /// Replays `held` (the events up to the commit point), then relays `rest`,
 /// failing with [`Failure::IdleTimeout`] when it goes silent for `idle`;
 /// reasoning is relayed only when the route streams it.
-/// One idle timer serves the whole stream: moving its deadline later touches
-/// no timer wheel, where a fresh timeout per event would register and cancel
-/// one each time.
+/// One idle timer serves the whole stream, and an event does not touch it:
+/// the event's time is noted, and when the timer fires before the silence
+/// since the last event is long enough, it is set again for that. A paced
+/// stream so costs a clock read an event, not a timer operation, and each
+/// event is asked of the provider's stream once.
 pub(super) fn committed(
     held: Vec<Event>,
     rest: EventStream,
@@ -30,46 +32,48 @@ pub(super) fn committed(
 ) -> CommittedStream {
     let mut usage = Usage::default();
     held.iter().for_each(|event| usage_of(event, &mut usage));
-    let relay = stream::unfold(Some((rest, tickets, usage, None::<Pin<Box<Sleep>>>)), move |state| async move {
-        let (mut rest, tickets, mut usage, mut timer) = state?;
-        loop {
-            // An event that is already there needs no idle timer.
-            let next = match rest.next().now_or_never() {
-                Some(ready) => Ok(ready),
-                None => {
-                    let deadline = super::later(Instant::now(), idle);
-                    let timer: &mut Pin<Box<Sleep>> = match &mut timer {
-                        Some(timer) => {
-                            timer.as_mut().reset(deadline);
-                            timer
+    let relay = stream::unfold(
+        Some((rest, tickets, usage, None::<Pin<Box<Sleep>>>, Instant::now())),
+        move |state| async move {
+            let (mut rest, tickets, mut usage, mut timer, mut last) = state?;
+            loop {
+                let armed = timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(super::later(last, idle))));
+                let next = tokio::select! {
+                    biased;
+                    next = rest.next() => Ok(next),
+                    () = armed.as_mut() => {
+                        // The timer was set for an earlier silence: events came
+                        // since, so the silence to time is the one since the last.
+                        let due = super::later(last, idle);
+                        if Instant::now() < due {
+                            armed.as_mut().reset(due);
+                            continue;
                         }
-                        None => timer.insert(Box::pin(tokio::time::sleep_until(deadline))),
-                    };
-                    tokio::select! {
-                        biased;
-                        next = rest.next() => Ok(next),
-                        () = timer => Err(()),
+                        Err(())
                     }
-                }
-            };
-            let failure = match next {
-                // Reasoning the client does not see still proves the stream alive.
-                Ok(Some(Ok(event))) if event.is_reasoning() && !stream_reasoning => continue,
-                Ok(Some(Ok(event))) => {
-                    usage_of(&event, &mut usage);
-                    return Some((Ok(event), Some((rest, tickets, usage, timer))));
-                }
-                Ok(None) => {
-                    tickets.settle(Settlement::Completed(usage));
-                    return None;
-                }
-                Ok(Some(Err(err))) => Failure::Provider(err),
-                Err(()) => Failure::IdleTimeout(idle),
-            };
-            tickets.settle(Settlement::Broke(failure.class()));
-            return Some((Err(failure), None));
-        }
-    });
+                };
+                let failure = match next {
+                    Ok(Some(Ok(event))) => {
+                        last = Instant::now();
+                        // Reasoning the client does not see still proves the stream alive.
+                        if event.is_reasoning() && !stream_reasoning {
+                            continue;
+                        }
+                        usage_of(&event, &mut usage);
+                        return Some((Ok(event), Some((rest, tickets, usage, timer, last))));
+                    }
+                    Ok(None) => {
+                        tickets.settle(Settlement::Completed(usage));
+                        return None;
+                    }
+                    Ok(Some(Err(err))) => Failure::Provider(err),
+                    Err(()) => Failure::IdleTimeout(idle),
+                };
+                tickets.settle(Settlement::Broke(failure.class()));
+                return Some((Err(failure), None));
+            }
+        },
+    );
     Box::pin(stream::iter(held.into_iter().map(Ok)).chain(relay))
 }
 

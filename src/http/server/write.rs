@@ -1,9 +1,8 @@
 //! A response written to the client: the head, then the body as the
-//! handler yields it, each piece framed and written at once in one
-//! vectored write with its framing. Nothing is buffered in between: what
-//! a piece costs is its own bytes, and the head leaves with the first
-//! piece, the last piece with the end of the chunks, when they are ready
-//! together.
+//! handler yields it, each piece written at once in one vectored write
+//! with its framing. Nothing is buffered in between: what a piece costs is
+//! its own bytes, and the head leaves with the first piece when both are
+//! ready together.
 
 use std::future::poll_fn;
 use std::io::{self, IoSlice};
@@ -60,6 +59,9 @@ pub(super) async fn write_response<W: AsyncWrite + Unpin>(
         return Ok(if close { Written::Close } else { Written::Reusable });
     }
     let mut body = Pieces { body: &mut body, out, sent: 0, head: Some(head) };
+    // The first piece is often ready with the head (a stream commits on its
+    // first token); after it, each piece is written as it comes and the
+    // body asked again once, so a paced stream costs one poll a piece.
     let mut next = body.now().await;
     loop {
         let frame = match next.take() {
@@ -72,7 +74,7 @@ pub(super) async fn write_response<W: AsyncWrite + Unpin>(
                 }
             }
         };
-        let data = match frame {
+        match frame {
             None => {
                 body.finish(writer).await?;
                 return Ok(if close || !body.whole() { Written::Close } else { Written::Reusable });
@@ -81,19 +83,13 @@ pub(super) async fn write_response<W: AsyncWrite + Unpin>(
                 tracing::debug!(error = %err, "the answer's body failed; the connection closes");
                 return Ok(Written::Close);
             }
-            Some(Ok(frame)) => match frame.into_data() {
-                Ok(data) if !data.is_empty() => data,
-                _ => {
-                    next = body.now().await;
-                    continue;
+            Some(Ok(frame)) => {
+                if let Ok(data) = frame.into_data()
+                    && !data.is_empty()
+                {
+                    body.write(writer, &data).await?;
                 }
-            },
-        };
-        next = body.now().await;
-        let last = matches!(next, Some(None));
-        body.write(writer, &data, last).await?;
-        if last {
-            return Ok(if close || !body.whole() { Written::Close } else { Written::Reusable });
+            }
         }
     }
 }
@@ -138,9 +134,8 @@ impl Pieces<'_> {
         }
     }
 
-    /// Writes one piece, framed, with the head if it is still here and the
-    /// end of the chunks if `last`.
-    async fn write<W: AsyncWrite + Unpin>(&mut self, writer: &mut W, data: &[u8], last: bool) -> io::Result<()> {
+    /// Writes one piece, framed, with the head if it is still here.
+    async fn write<W: AsyncWrite + Unpin>(&mut self, writer: &mut W, data: &[u8]) -> io::Result<()> {
         let data = match self.out {
             Out::Length(length) => {
                 let room = usize::try_from(length.saturating_sub(self.sent)).unwrap_or(usize::MAX);
@@ -153,11 +148,7 @@ impl Pieces<'_> {
         let mut line = [0u8; 18];
         let chunked = self.out == Out::Chunked;
         let size = if chunked { size_line(data.len(), &mut line) } else { &[] };
-        let end: &[u8] = match (chunked, last) {
-            (true, true) => b"\r\n0\r\n\r\n",
-            (true, false) => b"\r\n",
-            (false, _) => b"",
-        };
+        let end: &[u8] = if chunked { b"\r\n" } else { b"" };
         write_all(writer, &mut [IoSlice::new(&head), IoSlice::new(size), IoSlice::new(data), IoSlice::new(end)]).await
     }
 
