@@ -34,15 +34,23 @@ impl Drop for Gateway {
     /// is given a moment to, where the SIGKILL of `kill_on_drop` right away
     /// would orphan them.
     fn drop(&mut self) {
-        let Some(process) = self.process.as_mut() else { return };
-        let Some(pid) = process.id() else { return };
-        let _ = std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status();
-        for _ in 0..50 {
-            if !matches!(process.try_wait(), Ok(None)) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        if let Some(process) = self.process.as_mut() {
+            stop_politely(process);
         }
+    }
+}
+
+/// Sends `process` SIGTERM and gives it a second to end, so an nginx master
+/// takes its workers down with it (the SIGKILL of `kill_on_drop` alone would
+/// orphan them, still listening).
+pub(super) fn stop_politely(process: &mut Child) {
+    let Some(pid) = process.id() else { return };
+    let _ = std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status();
+    for _ in 0..50 {
+        if !matches!(process.try_wait(), Ok(None)) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

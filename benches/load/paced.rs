@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use tokio::process::{Child, Command};
 
-use super::gateways::{Gateway, spawn_quiet, which};
+use super::gateways::{Gateway, spawn_quiet, stop_politely, which};
 use super::process::{cpu_seconds, memory, open_fds, settle};
 use super::{REQUEST_TIMEOUT, quantile_ms, scratch, support};
 
@@ -111,11 +111,17 @@ async fn drive(client: &reqwest::Client, url: &str, model: &str, concurrency: us
 /// The paced provider behind TLS: its own nginx (so its CPU is no gateway's),
 /// and the certificate that signs for 127.0.0.1, which the paths trust.
 pub struct TlsFront {
-    _process: Child,
+    process: Child,
     /// Where it listens.
     pub addr: SocketAddr,
     /// Its certificate, self-signed: the one trust anchor of this run.
     pub ca: PathBuf,
+}
+
+impl Drop for TlsFront {
+    fn drop(&mut self) {
+        stop_politely(&mut self.process);
+    }
 }
 
 /// Starts the TLS front for the paced provider at `paced`, or says why not.
@@ -158,7 +164,7 @@ pub async fn tls_front(paced: SocketAddr) -> Option<TlsFront> {
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().ok()?;
     for _ in 0..100 {
         if tokio::net::TcpStream::connect(addr).await.is_ok() {
-            return Some(TlsFront { _process: process, addr, ca: cert });
+            return Some(TlsFront { process, addr, ca: cert });
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
