@@ -59,29 +59,23 @@ impl Refusal {
     }
 }
 
-const INVALID: Refusal = Refusal::new(StatusCode::BAD_REQUEST, "invalid_http", "the request is not valid HTTP/1.1");
-const TOO_LARGE: Refusal = Refusal::new(
-    StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-    "headers_too_large",
-    "the request's head is larger than 8192 bytes",
-);
-const TOO_MANY: Refusal = Refusal::new(
-    StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-    "headers_too_large",
-    "the request has more than 100 headers",
-);
-const BAD_LENGTH: Refusal =
-    Refusal::new(StatusCode::BAD_REQUEST, "invalid_http", "the request's content-length is not valid");
-const BOTH_FRAMINGS: Refusal = Refusal::new(
-    StatusCode::BAD_REQUEST,
-    "invalid_http",
-    "the request has both a transfer-encoding and a content-length",
-);
-const BAD_CODING: Refusal = Refusal::new(
-    StatusCode::BAD_REQUEST,
-    "invalid_http",
-    "the request's transfer-encoding is not chunked, so its length is unknown",
-);
+/// A head that is not valid HTTP/1.1, saying how.
+const fn invalid(message: &'static str) -> Refusal {
+    Refusal::new(StatusCode::BAD_REQUEST, "invalid_http", message)
+}
+
+/// A head larger than baton reads, saying how.
+const fn too_large(message: &'static str) -> Refusal {
+    Refusal::new(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, "headers_too_large", message)
+}
+
+const INVALID: Refusal = invalid("the request is not valid HTTP/1.1");
+const TOO_LARGE: Refusal = too_large("the request's head is larger than 8192 bytes");
+const TOO_MANY: Refusal = too_large("the request has more than 100 headers");
+const BAD_LENGTH: Refusal = invalid("the request's content-length is not valid");
+const BOTH_FRAMINGS: Refusal = invalid("the request has both a transfer-encoding and a content-length");
+const BAD_CODING: Refusal = invalid("the request's transfer-encoding is not chunked, so its length is unknown");
+
 /// The request head at the start of `buf`, taken out of it; none while it
 /// is incomplete and within [`HEAD_LIMIT`].
 pub(super) fn take_head(buf: &mut BytesMut) -> Result<Option<Head>, Refusal> {
