@@ -14,53 +14,28 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${N:-1000}
 HOLD=${HOLD:-8}
-if [ -n "${BATON_BIN:-}" ]; then
-  bin=$(realpath "$BATON_BIN")
-else
-  cargo build --release -q
-  bin=$PWD/target/release/baton
-fi
+source benches/support.sh
+bin=$(baton_bin)
 ulimit -n 20000
-work=$(mktemp -d)
-pids=()
-cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+start_scratch
 mock_port=$(free_port)
 port=$(free_port)
 
 "$bin" mock --kind openai --listen "127.0.0.1:$mock_port" --tokens 300 --first-token-ms 20 --gap-ms 50 >"$work/mock.log" 2>&1 &
 pids+=($!)
-cat >"$work/baton.toml" <<TOML
-listen = "127.0.0.1:$port"
-[[providers]]
-name = "paced"
-kind = "openai"
-base_url = "http://127.0.0.1:$mock_port/v1"
-breaker = { failure_threshold = 1000000, window = 1000000 }
-[[routes]]
-model = "paced"
-first_token_timeout_ms = 60000
-idle_timeout_ms = 60000
-targets = [{ provider = "paced", model = "m" }]
-[store]
-backend = "none"
-TOML
+wait_port "$mock_port"
+route_config "$work/baton.toml" "$port" "$mock_port" none
 "$bin" serve --config "$work/baton.toml" >"$work/serve.log" 2>&1 &
 serve=$!
 pids+=($serve)
-for _ in $(seq 100); do (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
+wait_port "$port"
 
-echo '{"model":"paced","stream":true,"messages":[{"role":"user","content":"hi"}]}' >"$work/body.json"
-# A curl config of $1 streams, one transfer each.
+printf '%s' '{"model":"chat","stream":true,"messages":[{"role":"user","content":"hi"}]}' >"$work/body.json"
+# A curl config of $1 streams.
 streams() {
-  for i in $(seq "$1"); do
-    [ "$i" -gt 1 ] && echo next
-    echo "url = \"http://127.0.0.1:$port/v1/chat/completions\""
-    echo "data = \"@$work/body.json\""
-    echo 'header = "content-type: application/json"'
-    echo 'output = /dev/null'
-  done
+  echo "-d @$work/body.json"
+  echo '-H "content-type: application/json"'
+  for _ in $(seq "$1"); do echo "url = \"http://127.0.0.1:$port/v1/chat/completions\""; done
 }
 rss() { awk '/VmRSS/{print $2}' "/proc/$serve/status"; }
 

@@ -26,19 +26,9 @@ TOKENS=${TOKENS:-200}
 GAP_MS=${GAP_MS:-0}
 BACKENDS=${BACKENDS:-none sqlite}
 command -v valgrind >/dev/null || { echo "valgrind is needed (apt-get install valgrind)" >&2; exit 1; }
-if [ -n "${BATON_BIN:-}" ]; then
-  bin=$(realpath "$BATON_BIN")
-else
-  cargo build --release -q
-  bin=$PWD/target/release/baton
-fi
-work=$(mktemp -d)
-pids=()
-cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; rm -rf "$work"; }
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() { for _ in $(seq 600); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; return 1; }
+source benches/support.sh
+bin=$(baton_bin)
+start_scratch
 
 mock_port=$(free_port)
 "$bin" mock --kind openai --listen "127.0.0.1:$mock_port" --tokens "$TOKENS" --first-token-ms 0 --gap-ms "$GAP_MS" 2>/dev/null &
@@ -52,20 +42,7 @@ count() {
   port=$(free_port)
   dir=$work/$backend-$requests
   mkdir -p "$dir"
-  cat >"$dir/baton.toml" <<EOF
-listen = "127.0.0.1:$port"
-[[providers]]
-name = "p"
-kind = "openai"
-base_url = "http://127.0.0.1:$mock_port/v1"
-[[routes]]
-model = "chat"
-first_token_timeout_ms = 60000
-idle_timeout_ms = 60000
-targets = [{ provider = "p", model = "m" }]
-[store]
-backend = "$backend"
-EOF
+  route_config "$dir/baton.toml" "$port" "$mock_port" "$backend"
   valgrind --tool=callgrind --callgrind-out-file="$dir/callgrind.out" "$bin" serve --config "$dir/baton.toml" 2>"$dir/log" &
   local baton=$!
   pids+=($baton)

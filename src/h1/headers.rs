@@ -2,6 +2,7 @@
 //! declares, a list header's last token, and whether the connection may
 //! carry another message.
 
+use bytes::{BufMut, BytesMut};
 use http::header::{CONNECTION, CONTENT_LENGTH};
 use http::{HeaderMap, HeaderName, Version};
 
@@ -54,4 +55,12 @@ pub fn keep_alive(version: Version, headers: &HeaderMap) -> bool {
             .any(|value| value.split(',').any(|item| item.trim().eq_ignore_ascii_case(token)))
     };
     if version == Version::HTTP_11 { !says("close") } else { says("keep-alive") }
+}
+
+/// Writes one header field line, `name: value` and CRLF, into a head.
+pub fn put_field(head: &mut BytesMut, name: &[u8], value: &[u8]) {
+    head.put_slice(name);
+    head.put_slice(b": ");
+    head.put_slice(value);
+    head.put_slice(b"\r\n");
 }

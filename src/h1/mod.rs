@@ -9,7 +9,7 @@ mod framing;
 mod headers;
 
 pub use framing::{BodyState, Chunk, Framing, Step};
-pub use headers::{HeaderError, content_length, keep_alive, last_token};
+pub use headers::{HeaderError, content_length, keep_alive, last_token, put_field};
 
 /// What is wrong with a body's framing, as sent by the peer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

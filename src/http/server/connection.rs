@@ -29,7 +29,8 @@ use crate::http::stall::{ClientStall, StallGuard};
 /// the connection starts waiting for it: an idle connection closes then.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// How long a refused client may take to read why before it is closed.
+/// How long a closing connection reads what its client still sends, so the
+/// answer it was given is not reset away.
 const LINGER: Duration = Duration::from_secs(1);
 
 /// What a connection is served with.
@@ -150,7 +151,7 @@ async fn refuse<W: AsyncWrite + Unpin>(writer: &mut W, reader: Reader, refusal: 
 /// Ends the connection after an answer: the client's side is read for a
 /// moment first, so closing with its bytes unread does not reset the
 /// answer away before the client reads it.
-async fn close<W: AsyncWrite + Unpin>(writer: &mut W, reader: Option<Reader>) -> io::Result<()> {
+pub(super) async fn close<W: AsyncWrite + Unpin>(writer: &mut W, reader: Option<Reader>) -> io::Result<()> {
     writer.shutdown().await?;
     if let Some(mut reader) = reader {
         let _ = tokio::time::timeout(LINGER, reader.discard()).await;

@@ -7,7 +7,7 @@ use bytes::{BufMut, BytesMut};
 use http::header::{CONTENT_LENGTH, DATE, TRANSFER_ENCODING};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode, Uri, Version};
 
-use crate::h1::{Framing, content_length, keep_alive, last_token};
+use crate::h1::{Framing, content_length, keep_alive, last_token, put_field};
 
 /// The largest request head read: what a client that never ends its head
 /// can make baton hold.
@@ -198,14 +198,6 @@ pub(super) fn response_head(
     }
     head.put_slice(b"\r\n");
     head
-}
-
-/// One header field line.
-fn put_field(head: &mut BytesMut, name: &[u8], value: &[u8]) {
-    head.put_slice(name);
-    head.put_slice(b": ");
-    head.put_slice(value);
-    head.put_slice(b"\r\n");
 }
 
 #[cfg(test)]

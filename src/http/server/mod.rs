@@ -24,7 +24,7 @@ use std::time::Duration;
 use std::sync::Arc;
 
 use axum::Router;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{Semaphore, watch};
 
@@ -180,20 +180,17 @@ fn serve_connection(
 }
 
 /// Answers a connection past the cap with a 503 in the OpenAI error shape,
-/// then lets the client's request go unread; never waits long.
-async fn turn_away(mut stream: TcpStream) {
+/// then closes it as a refused request is closed; never waits long.
+async fn turn_away(stream: TcpStream) {
     let body = r#"{"error":{"message":"too many connections: this gateway is at its max_connections; retry shortly","type":"unavailable_error","code":"too_many_connections"}}"#;
     let response = format!(
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
         body.len()
     );
+    let (read, mut write) = stream.into_split();
     let answer = async {
-        stream.write_all(response.as_bytes()).await?;
-        stream.shutdown().await?;
-        // Read what the client sent, so closing does not reset the answer away.
-        let mut sink = [0u8; 4096];
-        while stream.read(&mut sink).await? > 0 {}
-        io::Result::Ok(())
+        write.write_all(response.as_bytes()).await?;
+        connection::close(&mut write, Some(read::Reader::new(read))).await
     };
     let _ = tokio::time::timeout(TURN_AWAY_TIMEOUT, answer).await;
 }

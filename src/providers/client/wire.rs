@@ -8,7 +8,7 @@ use http::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Version};
 
 use super::ClientError;
-use crate::h1::{Framing, HeaderError, content_length, keep_alive, last_token};
+use crate::h1::{Framing, HeaderError, content_length, keep_alive, last_token, put_field};
 
 /// The largest response head read: far more than any provider sends, and
 /// the bound on what a provider that never ends its head makes baton hold.
@@ -38,15 +38,10 @@ pub(super) fn request_head(parts: &http::request::Parts, body_len: usize) -> Byt
         if name == CONTENT_LENGTH || name == TRANSFER_ENCODING {
             continue;
         }
-        head.put_slice(name.as_str().as_bytes());
-        head.put_slice(b": ");
-        head.put_slice(value.as_bytes());
-        head.put_slice(b"\r\n");
+        put_field(&mut head, name.as_str().as_bytes(), value.as_bytes());
     }
     if body_len > 0 || !matches!(parts.method, Method::GET | Method::HEAD | Method::DELETE | Method::OPTIONS) {
-        head.put_slice(b"content-length: ");
-        head.put_slice(itoa::Buffer::new().format(body_len).as_bytes());
-        head.put_slice(b"\r\n");
+        put_field(&mut head, b"content-length", itoa::Buffer::new().format(body_len).as_bytes());
     }
     head.put_slice(b"\r\n");
     head
