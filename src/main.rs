@@ -84,12 +84,30 @@ enum Command {
     },
 }
 
+/// Log lines queued for stderr at most: a burst this large waits for the
+/// writer instead of growing memory without bound.
+const LOG_LINES_QUEUED: usize = 16 * 1024;
+
+/// Where log lines go: a thread of their own writes them to stderr, so a
+/// worker that logs never waits on a slow reader of stderr (a pipe, a
+/// container's log collector) while it holds other clients' streams.
+/// Nothing is dropped: past [`LOG_LINES_QUEUED`] a logger waits. The
+/// guard writes out what is queued when it is dropped.
+fn log_writer() -> (tracing_appender::non_blocking::NonBlocking, tracing_appender::non_blocking::WorkerGuard) {
+    tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .buffered_lines_limit(LOG_LINES_QUEUED)
+        .lossy(false)
+        .thread_name("baton-logs")
+        .finish(std::io::BufWriter::new(std::io::stderr()))
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
+    let (writer, flushed) = log_writer();
     let logs = tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
-        .with_writer(std::io::stderr);
+        .with_writer(writer);
     match cli.log_format {
         LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
         LogFormat::Json => logs.json().flatten_event(true).with_current_span(false).with_span_list(false).init(),
@@ -104,6 +122,8 @@ async fn main() -> ExitCode {
         Command::Keys { command } => cli::keys::run(command).await,
         Command::Init { out, force } => cli::init::run(&out, force),
     };
+    // The log lines still queued reach stderr before the error that ends the process.
+    drop(flushed);
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {

@@ -34,6 +34,30 @@ fn single_route(mock: &MockHandle, extra_top: &str) -> String {
     listening(extra_top).mock("sim", mock).provider_keys(KEY_FROM_ENV).toml()
 }
 
+/// Two log lines a request, each over 200 bytes: 400 requests write more
+/// than a pipe holds (64 KiB), fewer than the log queue holds.
+const REQUESTS_PAST_A_FULL_PIPE: usize = 400;
+
+#[test]
+fn a_stderr_nobody_reads_does_not_stall_the_streams() {
+    run(Duration::from_secs(120), async {
+        let mock = MockProvider::openai().marker("tok").tokens(3).spawned().await;
+        let path = support::config_file("lifecycle-unread-logs", &single_route(&mock, ""));
+        let baton = Baton::serve(&path).env("TEST_PROVIDER_KEY", SECRET).unread_logs().start().await;
+        let client = reqwest::Client::new();
+        let body = chat_body(true);
+        for sent in 0..REQUESTS_PAST_A_FULL_PIPE {
+            let answer = within(Duration::from_secs(10), async {
+                let response = client.post(baton.url("/v1/chat/completions")).json(&body).send().await.expect("answer");
+                response.text().await.expect("body")
+            })
+            .await;
+            assert!(answer.ends_with("data: [DONE]\n\n"), "request {sent} was answered whole: {answer}");
+        }
+        assert_eq!(mock.requests().len(), REQUESTS_PAST_A_FULL_PIPE);
+    });
+}
+
 #[test]
 fn json_logs_carry_the_fields_and_never_the_secrets() {
     run(HARD_LIMIT, async {

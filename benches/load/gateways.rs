@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
 use super::process::with_children;
@@ -182,31 +181,41 @@ pub(super) fn which(program: &str) -> Option<PathBuf> {
 }
 
 /// Starts `baton args…` and returns it with the address its log reports.
+/// Its log goes straight to a file, which is read only for that address:
+/// a load generator that relayed one gateway's log lines would spend, on
+/// that gateway's requests alone, the CPU it times their first tokens with.
 pub(super) async fn start_baton(args: &[&str]) -> (Child, SocketAddr) {
+    static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let binary = if args[0] == "serve" { gateway_bin() } else { baton_bin() };
+    let nth = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let log = scratch().join(format!("{}-{}-{nth}.log", args[0], std::process::id()));
+    let file = std::fs::File::create(&log).expect("a log file in the scratch folder");
     let mut child = Command::new(binary)
         .args(args)
         .env("RUST_LOG", "warn,baton=info")
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
+        .stderr(Stdio::from(file))
         .kill_on_drop(true)
         .spawn()
         .expect("the release binary exists: run `cargo build --release` first");
-    let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
-    let addr: SocketAddr = loop {
-        let line = lines.next_line().await.expect("log").expect("baton exited early");
-        if let Some(rest) = line.split("listen=").nth(1).filter(|_| line.contains("is serving")) {
-            break rest.split_whitespace().next().expect("addr").parse().expect("addr");
+    let mut addr = None;
+    for _ in 0..600 {
+        addr = serving_addr(&log);
+        if addr.is_some() {
+            break;
         }
-    };
-    let log = scratch().join(format!("{}-{}.log", args[0], addr.port()));
-    tokio::spawn(async move {
-        let Ok(mut file) = tokio::fs::File::create(&log).await else { return };
-        while let Ok(Some(line)) = lines.next_line().await {
-            let _ = tokio::io::AsyncWriteExt::write_all(&mut file, format!("{line}\n").as_bytes()).await;
-        }
-    });
+        assert!(child.try_wait().ok().flatten().is_none(), "baton exited early: see {}", log.display());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let addr = addr.expect("baton says where it serves within 30 s (its log is in target/bench-load)");
     (child, addr)
+}
+
+/// The address the log at `log` says baton serves on, once it says so.
+fn serving_addr(log: &Path) -> Option<SocketAddr> {
+    let text = std::fs::read_to_string(log).ok()?;
+    let line = text.lines().find(|line| line.contains("is serving"))?;
+    line.split("listen=").nth(1)?.split_whitespace().next()?.parse().ok()
 }
 
 pub(super) async fn mock(tokens: usize, extra: &[&str]) -> (Child, SocketAddr) {

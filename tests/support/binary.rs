@@ -21,6 +21,7 @@ pub struct Launch {
     args: Vec<String>,
     env: Vec<(String, String)>,
     json_logs: bool,
+    unread_logs: bool,
 }
 
 impl Launch {
@@ -37,8 +38,15 @@ impl Launch {
         self
     }
 
+    /// Past the line that says it serves, nobody reads its stderr: the pipe
+    /// stays open and fills, as behind a log collector that fell behind.
+    pub fn unread_logs(mut self) -> Launch {
+        self.unread_logs = true;
+        self
+    }
+
     /// Starts the process and waits until it logs that it is serving. Its
-    /// logs keep draining into `log_lines`, so it never blocks on them.
+    /// logs keep draining into `log_lines` (unless [`Launch::unread_logs`]).
     pub async fn start(self) -> Baton {
         let mut child = Command::new(BATON)
             .args(&self.args)
@@ -63,13 +71,16 @@ impl Launch {
         let addr = tokio::time::timeout(START_LIMIT, serving)
             .await
             .unwrap_or_else(|_| panic!("baton did not report serving within {START_LIMIT:?}"));
+        if self.unread_logs {
+            return Baton { child, addr, logs, unread: Some(lines) };
+        }
         let sink = Arc::clone(&logs);
         tokio::spawn(async move {
             while let Ok(Some(line)) = lines.next_line().await {
                 sink.lock().expect("logs").push(line);
             }
         });
-        Baton { child, addr, logs }
+        Baton { child, addr, logs, unread: None }
     }
 }
 
@@ -96,12 +107,20 @@ pub struct Baton {
     child: Child,
     pub addr: SocketAddr,
     logs: Arc<Mutex<Vec<String>>>,
+    /// Its stderr, held open and never read, for [`Launch::unread_logs`].
+    #[allow(dead_code, reason = "held, not read")]
+    unread: Option<tokio::io::Lines<BufReader<tokio::process::ChildStderr>>>,
 }
 
 impl Baton {
     /// `baton args…`, ready to start.
     pub fn command(args: &[&str]) -> Launch {
-        Launch { args: args.iter().map(|arg| (*arg).to_owned()).collect(), env: Vec::new(), json_logs: false }
+        Launch {
+            args: args.iter().map(|arg| (*arg).to_owned()).collect(),
+            env: Vec::new(),
+            json_logs: false,
+            unread_logs: false,
+        }
     }
 
     /// `baton args…` as a command that runs to completion, such as `check`.
