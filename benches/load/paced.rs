@@ -26,8 +26,12 @@ use super::gateways::{Gateway, spawn_quiet, stop_politely, which};
 use super::process::{cpu_seconds, memory, open_fds, settle};
 use super::{REQUEST_TIMEOUT, quantile_ms, scratch, support};
 
-/// How long each level's workers keep sending paced requests.
+/// How long each level's workers keep sending paced requests, at least.
 const DRIVE: Duration = Duration::from_secs(6);
+/// The fewest streams a level's CPU figure is taken over: at 10 streams,
+/// 6 s is 50 streams, a few dozen scheduler ticks of CPU, and the ratio
+/// to nginx moved by half between runs of the same code.
+const MIN_STREAMS: u32 = 300;
 /// When, into a level's run, its memory is read: every worker is mid-stream.
 const SAMPLE_AT: Duration = Duration::from_secs(3);
 
@@ -53,6 +57,14 @@ impl Shape {
         }
     }
 
+    /// How long a level of `concurrency` streams is driven: [`DRIVE`], or
+    /// long enough for [`MIN_STREAMS`] answers of this shape.
+    pub fn drive_for(&self, concurrency: usize) -> Duration {
+        let answer = Duration::from_millis(self.first_ms + self.gap_ms * self.tokens.saturating_sub(1) as u64);
+        let rounds = MIN_STREAMS.div_ceil(u32::try_from(concurrency.max(1)).unwrap_or(u32::MAX));
+        DRIVE.max(answer * rounds)
+    }
+
     /// The `baton mock` arguments that write it.
     pub fn mock_args(&self) -> Vec<String> {
         vec!["--first-token-ms".into(), self.first_ms.to_string(), "--gap-ms".into(), self.gap_ms.to_string()]
@@ -69,8 +81,15 @@ struct Run {
 }
 
 /// `concurrency` workers send paced requests to `url` back to back for
-/// [`DRIVE`]; memory is read at [`SAMPLE_AT`] against `idle`.
-async fn drive(client: &reqwest::Client, url: &str, model: &str, concurrency: usize, pids: &[u32], idle: u64) -> Run {
+/// `length`; memory is read at [`SAMPLE_AT`] against `idle`.
+async fn drive(
+    client: &reqwest::Client,
+    url: &str,
+    model: &str,
+    (concurrency, length): (usize, Duration),
+    pids: &[u32],
+    idle: u64,
+) -> Run {
     let body = json!({ "model": model, "stream": true, "messages": [{ "role": "user", "content": "hi" }] });
     let cpu_before = cpu_seconds(pids);
     let started = Instant::now();
@@ -79,7 +98,7 @@ async fn drive(client: &reqwest::Client, url: &str, model: &str, concurrency: us
             let (client, url, body) = (client.clone(), url.to_owned(), body.clone());
             tokio::spawn(async move {
                 let (mut ttft, mut failed) = (Vec::new(), 0);
-                while started.elapsed() < DRIVE {
+                while started.elapsed() < length {
                     let sent = support::request(&client, &url, &body, super::MARKER);
                     match tokio::time::timeout(REQUEST_TIMEOUT, sent).await {
                         Ok(outcome) if outcome.status == 200 && outcome.body.trim_end().ends_with("data: [DONE]") => {
@@ -219,7 +238,10 @@ pub async fn run(shape: Shape, gateways: &[Gateway], levels: &[usize], tls: Opti
             };
             eprintln!("paced{}: {} at {level} streams", if tls.is_some() { " over TLS" } else { "" }, gateway.name);
             let fds = open_fds();
-            runs.push((gateway.name, drive(&client(gateway, ca.as_ref()), url, model, level, &pids, *idle).await));
+            runs.push((
+                gateway.name,
+                drive(&client(gateway, ca.as_ref()), url, model, (level, shape.drive_for(level)), &pids, *idle).await,
+            ));
             settle(&pids, fds).await;
         }
         let direct = runs.iter().find(|(name, _)| *name == "direct").map(|(_, run)| run);
