@@ -34,8 +34,9 @@ fn single_route(mock: &MockHandle, extra_top: &str) -> String {
     listening(extra_top).mock("sim", mock).provider_keys(KEY_FROM_ENV).toml()
 }
 
-/// Two log lines a request, each over 200 bytes: 400 requests write more
-/// than a pipe holds (64 KiB), fewer than the log queue holds.
+/// Two log lines a request, about 450 bytes together: 400 requests write
+/// nearly three times what a pipe holds (64 KiB), far less than the log
+/// queue holds. A worker that wrote to stderr itself stopped at the 152nd.
 const REQUESTS_PAST_A_FULL_PIPE: usize = 400;
 
 #[test]
