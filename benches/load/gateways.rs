@@ -180,6 +180,9 @@ pub(super) fn which(program: &str) -> Option<PathBuf> {
         .find(|p| p.exists())
 }
 
+/// How long a baton process may take to say where it serves.
+const START_LIMIT: Duration = Duration::from_secs(30);
+
 /// Starts `baton args…` and returns it with the address its log reports.
 /// Its log goes straight to a file, which is read only for that address:
 /// a load generator that relayed one gateway's log lines would spend, on
@@ -198,16 +201,18 @@ pub(super) async fn start_baton(args: &[&str]) -> (Child, SocketAddr) {
         .kill_on_drop(true)
         .spawn()
         .expect("the release binary exists: run `cargo build --release` first");
-    let mut addr = None;
-    for _ in 0..600 {
-        addr = serving_addr(&log);
-        if addr.is_some() {
-            break;
+    let serving = async {
+        loop {
+            if let Some(addr) = serving_addr(&log) {
+                break addr;
+            }
+            assert!(child.try_wait().ok().flatten().is_none(), "baton exited early: see {}", log.display());
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        assert!(child.try_wait().ok().flatten().is_none(), "baton exited early: see {}", log.display());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let addr = addr.expect("baton says where it serves within 30 s (its log is in target/bench-load)");
+    };
+    let addr = tokio::time::timeout(START_LIMIT, serving)
+        .await
+        .expect("baton says where it serves within 30 s (its log is in target/bench-load)");
     (child, addr)
 }
 
