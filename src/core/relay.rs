@@ -1,14 +1,17 @@
 //! After commit: the events already read, then the rest of the upstream stream
 //! with an idle timeout between events, ending at the first failure.
 
+use std::future::Future;
 use std::pin::Pin;
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
-use futures_util::{Stream, StreamExt, stream};
+use futures_util::{Stream, StreamExt};
 use tokio::time::{Instant, Sleep};
 
 use super::Failure;
 use crate::admission::{Settlement, Tickets};
+use crate::clock::later;
 use crate::event::{Event, Usage};
 use crate::providers::EventStream;
 
@@ -18,11 +21,6 @@ pub type CommittedStream = Pin<Box<dyn Stream<Item = Result<Event, Failure>> + S
 /// Replays `held` (the events up to the commit point), then relays `rest`,
 /// failing with [`Failure::IdleTimeout`] when it goes silent for `idle`;
 /// reasoning is relayed only when the route streams it.
-/// One idle timer serves the whole stream, and an event does not touch it:
-/// the event's time is noted, and when the timer fires before the silence
-/// since the last event is long enough, it is set again for that. A paced
-/// stream so costs a clock read an event, not a timer operation, and each
-/// event is asked of the provider's stream once.
 pub(super) fn committed(
     held: Vec<Event>,
     rest: EventStream,
@@ -32,49 +30,93 @@ pub(super) fn committed(
 ) -> CommittedStream {
     let mut usage = Usage::default();
     held.iter().for_each(|event| usage_of(event, &mut usage));
-    let relay = stream::unfold(
-        Some((rest, tickets, usage, None::<Pin<Box<Sleep>>>, Instant::now())),
-        move |state| async move {
-            let (mut rest, tickets, mut usage, mut timer, mut last) = state?;
-            loop {
-                let armed = timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(super::later(last, idle))));
-                let next = tokio::select! {
-                    biased;
-                    next = rest.next() => Ok(next),
-                    () = armed.as_mut() => {
-                        // The timer was set for an earlier silence: events came
-                        // since, so the silence to time is the one since the last.
-                        let due = super::later(last, idle);
-                        if Instant::now() < due {
-                            armed.as_mut().reset(due);
-                            continue;
-                        }
-                        Err(())
+    Box::pin(Committed {
+        held: held.into_iter(),
+        rest,
+        idle,
+        tickets: Some(tickets),
+        usage,
+        timer: None,
+        last: Instant::now(),
+        stream_reasoning,
+    })
+}
+
+/// A committed answer on its way: the held events, then the provider's.
+/// One idle timer serves the whole stream, and an event does not touch it:
+/// the event's time is noted, and when the timer fires before the silence
+/// since the last event is long enough, it is set again for that. A paced
+/// stream so costs a clock read an event, not a timer operation, and each
+/// event is asked of the provider's stream once.
+struct Committed {
+    held: std::vec::IntoIter<Event>,
+    rest: EventStream,
+    idle: Duration,
+    /// The attempt's tickets, until the stream ends and settles them.
+    tickets: Option<Tickets>,
+    usage: Usage,
+    /// The idle timer, from the first time the provider had nothing ready.
+    timer: Option<Pin<Box<Sleep>>>,
+    /// When the provider's last event came.
+    last: Instant,
+    stream_reasoning: bool,
+}
+
+impl Committed {
+    /// Ends the stream, settling its tickets as `how`.
+    fn settle(&mut self, how: Settlement) {
+        if let Some(tickets) = self.tickets.take() {
+            tickets.settle(how);
+        }
+    }
+}
+
+impl Stream for Committed {
+    type Item = Result<Event, Failure>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        if let Some(event) = this.held.next() {
+            return Poll::Ready(Some(Ok(event)));
+        }
+        if this.tickets.is_none() {
+            return Poll::Ready(None);
+        }
+        loop {
+            let failure = match this.rest.poll_next_unpin(cx) {
+                Poll::Ready(Some(Ok(event))) => {
+                    this.last = Instant::now();
+                    // Reasoning the client does not see still proves the stream alive.
+                    if event.is_reasoning() && !this.stream_reasoning {
+                        continue;
                     }
-                };
-                let failure = match next {
-                    Ok(Some(Ok(event))) => {
-                        last = Instant::now();
-                        // Reasoning the client does not see still proves the stream alive.
-                        if event.is_reasoning() && !stream_reasoning {
-                            continue;
-                        }
-                        usage_of(&event, &mut usage);
-                        return Some((Ok(event), Some((rest, tickets, usage, timer, last))));
+                    usage_of(&event, &mut this.usage);
+                    return Poll::Ready(Some(Ok(event)));
+                }
+                Poll::Ready(None) => {
+                    let usage = this.usage;
+                    this.settle(Settlement::Completed(usage));
+                    return Poll::Ready(None);
+                }
+                Poll::Ready(Some(Err(err))) => Failure::Provider(err),
+                Poll::Pending => {
+                    let (last, idle) = (this.last, this.idle);
+                    let armed = this.timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(later(last, idle))));
+                    ready!(armed.as_mut().poll(cx));
+                    // The timer was set for an earlier silence: events came
+                    // since, so the silence to time is the one since the last.
+                    let due = later(last, idle);
+                    if Instant::now() < due {
+                        armed.as_mut().reset(due);
+                        continue;
                     }
-                    Ok(None) => {
-                        tickets.settle(Settlement::Completed(usage));
-                        return None;
-                    }
-                    Ok(Some(Err(err))) => Failure::Provider(err),
-                    Err(()) => Failure::IdleTimeout(idle),
-                };
-                tickets.settle(Settlement::Broke(failure.class()));
-                return Some((Err(failure), None));
-            }
-        },
-    );
-    Box::pin(stream::iter(held.into_iter().map(Ok)).chain(relay))
+                    Failure::IdleTimeout(idle)
+                }
+            };
+            this.settle(Settlement::Broke(failure.class()));
+            return Poll::Ready(Some(Err(failure)));
+        }
+    }
 }
 
 fn usage_of(event: &Event, usage: &mut Usage) {

@@ -55,9 +55,9 @@ pub trait Dialect: Send + Sync + 'static {
     fn error_body(error: &ApiError) -> Vec<u8>;
 }
 
-/// Writes a committed stream as SSE, appending to a buffer the relay owns so
-/// events that are ready together leave in one write.
-pub trait Encoder: Send + 'static {
+/// Writes a committed stream as SSE, appending each event's bytes to a
+/// buffer the relay owns (`Unpin`, so the relay holds it in place).
+pub trait Encoder: Send + Unpin + 'static {
     /// Appends the bytes for one event (possibly none: usage may be held for
     /// the end).
     fn write_event(&mut self, event: Event, out: &mut BytesMut);

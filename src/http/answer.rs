@@ -6,12 +6,13 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, ready};
 
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::{Bytes, BytesMut};
-use futures_util::{FutureExt, StreamExt};
+use futures_util::StreamExt;
 
 use super::AppState;
 use super::error::stream_failure;
@@ -21,9 +22,6 @@ use crate::core::{AttemptRecord, Call, CommittedStream, Failure, ProxyError, Win
 use crate::dialect::{ApiError, Dialect, Encoder};
 use crate::event::Event;
 use crate::observe::RequestWatch;
-
-/// How much of the answer may leave in one write when events arrive together.
-const COALESCE_BYTES: usize = 16 * 1024;
 
 /// A streamed answer: headers and the first chunk at commit, then the relay.
 pub(super) async fn stream<D: Dialect>(
@@ -82,56 +80,66 @@ pub(super) async fn complete<D: Dialect>(
 /// Relays a committed stream as SSE in the encoder's dialect: each event,
 /// then the complete answer's end (OpenAI's `[DONE]`), or an error event and
 /// no such end if the stream fails or the proxy shuts down. Generic over the
-/// encoder, so no event goes through dynamic dispatch. Events that are
-/// already waiting leave together in one write; nothing waits for more.
-fn sse_body<E: Encoder>(
+/// encoder, so no event goes through dynamic dispatch. Each event is its own
+/// piece: the writer joins the pieces that are ready together into one write.
+fn sse_body<E: Encoder>(events: CommittedStream, encoder: E, watch: Box<RequestWatch>, state: AppState) -> SseBody<E> {
+    let drained = Box::pin(async move { state.drained().await });
+    SseBody { relay: Some(Relay { events, encoder, watch, drained }) }
+}
+
+/// A streamed answer's body, until its last piece has been handed out.
+struct SseBody<E> {
+    relay: Option<Relay<E>>,
+}
+
+/// What a streamed answer's body works with while it lasts.
+struct Relay<E> {
     events: CommittedStream,
     encoder: E,
     watch: Box<RequestWatch>,
-    state: AppState,
-) -> impl futures_util::Stream<Item = Result<Bytes, std::convert::Infallible>> + Send {
-    let drained: Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(async move { state.drained().await });
-    futures_util::stream::unfold(Some((events, encoder, watch, drained)), |relay| async move {
-        let (mut events, mut encoder, mut watch, mut drained) = relay?;
+    /// The proxy's drain: asked only while no event is ready, since an
+    /// event that is ready is sent whatever happens next.
+    drained: Pin<Box<dyn Future<Output = ()> + Send>>,
+}
+
+impl<E: Encoder> futures_util::Stream for SseBody<E> {
+    type Item = Result<Bytes, std::convert::Infallible>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let Some(relay) = self.relay.as_mut() else { return Poll::Ready(None) };
         let mut out = BytesMut::new();
-        let mut next = tokio::select! {
-            next = events.next() => next,
-            () = &mut drained => Some(Err(Failure::ShuttingDown)),
-        };
         loop {
+            let next = match relay.events.poll_next_unpin(cx) {
+                Poll::Ready(next) => next,
+                Poll::Pending => {
+                    ready!(relay.drained.as_mut().poll(cx));
+                    Some(Err(Failure::ShuttingDown))
+                }
+            };
             match next {
                 Some(Ok(event)) => {
-                    heard(&mut watch, &event);
-                    encoder.write_event(event, &mut out);
+                    heard(&mut relay.watch, &event);
+                    relay.encoder.write_event(event, &mut out);
+                    // An event with nothing to send yet (usage kept for the end).
+                    if out.is_empty() {
+                        continue;
+                    }
+                    return Poll::Ready(Some(Ok(out.freeze())));
                 }
                 Some(Err(failure)) => {
-                    watch.end(failure.kind());
-                    tracing::warn!(request_id = %watch.id(), failure_class = failure.kind(), error = %failure.summary(), "stream failed after commit");
-                    encoder.write_failure(&stream_failure(&failure), &mut out);
-                    return Some((Ok(out.freeze()), None));
+                    relay.watch.end(failure.kind());
+                    tracing::warn!(request_id = %relay.watch.id(), failure_class = failure.kind(), error = %failure.summary(), "stream failed after commit");
+                    relay.encoder.write_failure(&stream_failure(&failure), &mut out);
                 }
                 None => {
-                    watch.end("ok");
-                    encoder.write_done(&mut out);
-                    return Some((Ok(out.freeze()), None));
+                    relay.watch.end("ok");
+                    relay.encoder.write_done(&mut out);
                 }
             }
-            if out.len() >= COALESCE_BYTES {
-                break;
-            }
-            match events.next().now_or_never() {
-                Some(ready) => next = ready,
-                None if out.is_empty() => {
-                    next = tokio::select! {
-                        next = events.next() => next,
-                        () = &mut drained => Some(Err(Failure::ShuttingDown)),
-                    };
-                }
-                None => break,
-            }
+            self.relay = None;
+            return Poll::Ready(Some(Ok(out.freeze())));
         }
-        Some((Ok(out.freeze()), Some((events, encoder, watch, drained))))
-    })
+    }
 }
 
 /// Tells the watch what it measures of an answer's event: its usage and its text.

@@ -3,6 +3,8 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Display;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
@@ -190,10 +192,10 @@ where
     E: Display + Send + 'static,
 {
     let sse = Box::pin(sse::events(bytes, max_event_bytes));
-    let state = Decoding { sse, decoder, pending: Vec::new(), ended: false, signatures };
-    Box::pin(futures_util::stream::unfold(state, Decoding::next))
+    Box::pin(Decoding { sse, decoder, pending: Vec::new(), ended: false, signatures })
 }
 
+/// A provider's SSE events through its decoder, one event at a time.
 struct Decoding<S> {
     sse: std::pin::Pin<Box<S>>,
     decoder: Box<dyn Decoder>,
@@ -204,36 +206,39 @@ struct Decoding<S> {
     signatures: bool,
 }
 
-impl<S> Decoding<S>
+impl<S> Stream for Decoding<S>
 where
     S: Stream<Item = Result<sse::SseEvent, ProviderError>> + Send,
 {
-    async fn next(mut self) -> Option<(Result<Event, ProviderError>, Self)> {
+    type Item = Result<Event, ProviderError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
         loop {
-            if let Some(event) = self.pending.pop() {
-                return Some((Ok(event), self));
+            if let Some(event) = this.pending.pop() {
+                return Poll::Ready(Some(Ok(event)));
             }
-            if self.ended {
-                return None;
+            if this.ended {
+                return Poll::Ready(None);
             }
-            let step = if self.decoder.is_done() { None } else { self.sse.next().await };
+            let step = if this.decoder.is_done() { None } else { ready!(this.sse.as_mut().poll_next(cx)) };
             let outcome = match step {
-                Some(Ok(event)) => self.decoder.on_event(&event, &mut self.pending).map(|()| {
-                    if !self.signatures {
-                        self.pending.retain(|event| !matches!(event, Event::Signature(_)));
+                Some(Ok(event)) => this.decoder.on_event(&event, &mut this.pending).map(|()| {
+                    if !this.signatures {
+                        this.pending.retain(|event| !matches!(event, Event::Signature(_)));
                     }
-                    self.pending.reverse();
+                    this.pending.reverse();
                 }),
                 Some(Err(err)) => Err(err),
                 None => {
-                    self.ended = true;
-                    self.decoder.finish()
+                    this.ended = true;
+                    this.decoder.finish()
                 }
             };
             if let Err(err) = outcome {
-                self.ended = true;
-                self.pending.clear();
-                return Some((Err(err), self));
+                this.ended = true;
+                this.pending.clear();
+                return Poll::Ready(Some(Err(err)));
             }
         }
     }

@@ -13,8 +13,7 @@ use axum::body::{Body, HttpBody};
 use axum::response::Response;
 use bytes::Bytes;
 use http::{Method, Version};
-use http_body::Frame;
-use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::io::AsyncWrite;
 
 use super::head::{Out, out, response_head};
 use super::read::ReadSide;
@@ -41,6 +40,12 @@ pub(super) struct Exchange {
     pub(super) close: bool,
 }
 
+/// How much of a body may leave in one write when its pieces are ready together.
+const COALESCE_BYTES: usize = 16 * 1024;
+
+/// How many ready pieces one write takes at most, so its slices fit on the stack.
+const COALESCE_PIECES: usize = 16;
+
 /// Writes `response` for `exchange` to `writer`, watching `side` for the
 /// client going away between pieces.
 pub(super) async fn write_response<W: AsyncWrite + Unpin>(
@@ -58,105 +63,167 @@ pub(super) async fn write_response<W: AsyncWrite + Unpin>(
         write_all(writer, &mut [IoSlice::new(&head)]).await?;
         return Ok(if close { Written::Close } else { Written::Reusable });
     }
-    let mut body = Pieces { body: &mut body, out, sent: 0, head: Some(head) };
-    // The first piece is often ready with the head (a stream commits on its
-    // first token); after it, each piece is written as it comes and the
-    // body asked again once, so a paced stream costs one poll a piece.
-    let mut next = body.now().await;
+    let mut body = Pieces { body: &mut body, out, sent: 0, head: Some(head), ready: Vec::new(), ready_bytes: 0 };
+    // The body is asked again as soon as a piece comes, and the pieces
+    // that are ready together leave in one write (the head with the first,
+    // which a stream has ready at commit). Once the body has said it is
+    // not ready it is not asked again until it wakes the task, so a paced
+    // stream costs one poll that finds a piece and one that finds none.
+    let mut asked = false;
     loop {
-        let frame = match next.take() {
-            Some(frame) => frame,
-            None => {
-                body.flush_head(writer).await?;
-                match body.wait(side).await {
-                    Some(frame) => frame,
-                    None => return Ok(Written::ClientGone),
+        if asked {
+            Woken::default().await;
+        }
+        match body.next(side).await {
+            Next::Piece(data) => {
+                body.keep(data);
+                asked = false;
+                if body.full() {
+                    body.write(writer).await?;
                 }
             }
-        };
-        match frame {
-            None => {
+            Next::NotYet => {
+                // Waiting on the socket lets the body's wake-up be taken
+                // by the write, so the body is asked again after it.
+                asked = !body.has_some() || body.write(writer).await? == Wait::None;
+            }
+            Next::End => {
                 body.finish(writer).await?;
                 return Ok(if close || !body.whole() { Written::Close } else { Written::Reusable });
             }
-            Some(Err(err)) => {
+            Next::Failed(err) => {
                 tracing::debug!(error = %err, "the answer's body failed; the connection closes");
+                if !body.ready.is_empty() {
+                    body.write(writer).await?;
+                }
                 return Ok(Written::Close);
             }
-            Some(Ok(frame)) => {
-                if let Ok(data) = frame.into_data()
-                    && !data.is_empty()
-                {
-                    body.write(writer, &data).await?;
-                }
-            }
+            Next::ClientGone => return Ok(Written::ClientGone),
         }
     }
 }
 
-/// A body on its way out: how it is framed, how much of it left, and the
-/// head while it waits to leave with the first piece.
+/// What the body had when it was asked.
+enum Next {
+    /// A piece of data (maybe empty).
+    Piece(Bytes),
+    /// Nothing yet: the task is woken when there is.
+    NotYet,
+    /// The body's end.
+    End,
+    /// The body failed: the connection closes.
+    Failed(axum::Error),
+    /// The client went away first.
+    ClientGone,
+}
+
+/// Whether a write had to wait for the socket.
+#[derive(Debug, PartialEq, Eq)]
+enum Wait {
+    None,
+    Waited,
+}
+
+/// Pending once, without arranging a wake-up: for a task whose body has
+/// just said it is not ready, and so will wake it.
+#[derive(Default)]
+struct Woken {
+    polled: bool,
+}
+
+impl std::future::Future for Woken {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, _: &mut std::task::Context<'_>) -> Poll<()> {
+        if std::mem::replace(&mut self.polled, true) { Poll::Ready(()) } else { Poll::Pending }
+    }
+}
+
+/// A body on its way out: how it is framed, how much of it left, the
+/// head while it waits to leave with the first piece, and the pieces that
+/// are ready and not yet written.
 struct Pieces<'a> {
     body: &'a mut Body,
     out: Out,
     sent: u64,
     head: Option<Bytes>,
+    ready: Vec<Bytes>,
+    ready_bytes: usize,
 }
 
 impl Pieces<'_> {
-    /// The next frame if it is ready now: `None` when it is not.
-    async fn now(&mut self) -> Option<Option<Result<Frame<Bytes>, axum::Error>>> {
+    /// The body's next piece, its end, or that it has none yet, unless the
+    /// client goes away first.
+    async fn next(&mut self, side: &mut ReadSide) -> Next {
         poll_fn(|cx| {
+            if side.poll_gone(cx).is_ready() {
+                return Poll::Ready(Next::ClientGone);
+            }
             Poll::Ready(match Pin::new(&mut *self.body).poll_frame(cx) {
-                Poll::Ready(frame) => Some(frame),
-                Poll::Pending => None,
+                Poll::Pending => Next::NotYet,
+                Poll::Ready(None) => Next::End,
+                Poll::Ready(Some(Err(err))) => Next::Failed(err),
+                Poll::Ready(Some(Ok(frame))) => Next::Piece(frame.into_data().unwrap_or_default()),
             })
         })
         .await
     }
 
-    /// The next frame, or `None` if the client goes away first.
-    async fn wait(&mut self, side: &mut ReadSide) -> Option<Option<Result<Frame<Bytes>, axum::Error>>> {
-        poll_fn(|cx| {
-            if side.poll_gone(cx).is_ready() {
-                return Poll::Ready(None);
-            }
-            Pin::new(&mut *self.body).poll_frame(cx).map(Some)
-        })
-        .await
-    }
-
-    /// Writes the head if it has not left yet.
-    async fn flush_head<W: AsyncWrite + Unpin>(&mut self, writer: &mut W) -> io::Result<()> {
-        match self.head.take() {
-            Some(head) => write_all(writer, &mut [IoSlice::new(&head)]).await,
-            None => Ok(()),
+    /// Keeps a piece for the next write, cut to what the head announced.
+    fn keep(&mut self, mut data: Bytes) {
+        if let Out::Length(length) = self.out {
+            let room = usize::try_from(length.saturating_sub(self.sent)).unwrap_or(usize::MAX);
+            data.truncate(room);
         }
+        if data.is_empty() {
+            return;
+        }
+        self.sent = self.sent.saturating_add(data.len() as u64);
+        self.ready_bytes += data.len();
+        self.ready.push(data);
     }
 
-    /// Writes one piece, framed, with the head if it is still here.
-    async fn write<W: AsyncWrite + Unpin>(&mut self, writer: &mut W, data: &[u8]) -> io::Result<()> {
-        let data = match self.out {
-            Out::Length(length) => {
-                let room = usize::try_from(length.saturating_sub(self.sent)).unwrap_or(usize::MAX);
-                &data[..data.len().min(room)]
-            }
-            _ => data,
-        };
-        self.sent = self.sent.saturating_add(data.len() as u64);
+    /// Whether the next write should leave now rather than wait for more.
+    fn full(&self) -> bool {
+        self.ready_bytes >= COALESCE_BYTES || self.ready.len() >= COALESCE_PIECES
+    }
+
+    /// Whether there is anything to write: the head or a piece.
+    fn has_some(&self) -> bool {
+        self.head.is_some() || !self.ready.is_empty()
+    }
+
+    /// Writes the head if it has not left yet and the ready pieces, framed
+    /// as one chunk, in one vectored write.
+    async fn write<W: AsyncWrite + Unpin>(&mut self, writer: &mut W) -> io::Result<Wait> {
+        self.write_with(writer, b"").await
+    }
+
+    /// Ends the body: what is left to write, then the end of the chunks.
+    async fn finish<W: AsyncWrite + Unpin>(&mut self, writer: &mut W) -> io::Result<()> {
+        let end = if self.out == Out::Chunked { LAST_CHUNK } else { b"" };
+        self.write_with(writer, end).await.map(drop)
+    }
+
+    /// [`Pieces::write`], with `end` after the pieces.
+    async fn write_with<W: AsyncWrite + Unpin>(&mut self, writer: &mut W, end: &[u8]) -> io::Result<Wait> {
         let head = self.head.take().unwrap_or_default();
         let mut line = [0u8; 18];
-        let chunked = self.out == Out::Chunked;
-        let size = if chunked { size_line(data.len(), &mut line) } else { &[] };
-        let end: &[u8] = if chunked { b"\r\n" } else { b"" };
-        write_all(writer, &mut [IoSlice::new(&head), IoSlice::new(size), IoSlice::new(data), IoSlice::new(end)]).await
-    }
-
-    /// Ends the body: the head if nothing was sent, the end of the chunks.
-    async fn finish<W: AsyncWrite + Unpin>(&mut self, writer: &mut W) -> io::Result<()> {
-        let head = self.head.take().unwrap_or_default();
-        let end = if self.out == Out::Chunked { LAST_CHUNK } else { b"" };
-        write_all(writer, &mut [IoSlice::new(&head), IoSlice::new(end)]).await
+        let chunked = self.out == Out::Chunked && self.ready_bytes > 0;
+        let size = if chunked { size_line(self.ready_bytes, &mut line) } else { &[] };
+        let mut slices = [IoSlice::new(&[]); COALESCE_PIECES + 4];
+        slices[0] = IoSlice::new(&head);
+        slices[1] = IoSlice::new(size);
+        for (slice, piece) in slices[2..].iter_mut().zip(&self.ready) {
+            *slice = IoSlice::new(piece);
+        }
+        let after = 2 + self.ready.len();
+        slices[after] = IoSlice::new(if chunked { b"\r\n" } else { b"" });
+        slices[after + 1] = IoSlice::new(end);
+        let waited = write_all_noting(writer, &mut slices[..after + 2]).await?;
+        self.ready.clear();
+        self.ready_bytes = 0;
+        Ok(waited)
     }
 
     /// Whether the body was as long as its head said.
@@ -188,16 +255,29 @@ fn size_line(len: usize, line: &mut [u8; 18]) -> &[u8] {
 
 /// Writes every byte of `slices`, as few writes as the socket allows.
 pub(super) async fn write_all<W: AsyncWrite + Unpin>(writer: &mut W, slices: &mut [IoSlice<'_>]) -> io::Result<()> {
+    write_all_noting(writer, slices).await.map(drop)
+}
+
+/// [`write_all`], saying whether the socket made it wait.
+async fn write_all_noting<W: AsyncWrite + Unpin>(writer: &mut W, slices: &mut [IoSlice<'_>]) -> io::Result<Wait> {
     let mut slices = slices;
     IoSlice::advance_slices(&mut slices, 0);
-    while !slices.is_empty() {
-        let written = writer.write_vectored(slices).await?;
-        if written == 0 {
-            return Err(io::ErrorKind::WriteZero.into());
+    let mut wait = Wait::None;
+    poll_fn(|cx| -> Poll<io::Result<()>> {
+        while !slices.is_empty() {
+            let Poll::Ready(written) = Pin::new(&mut *writer).poll_write_vectored(cx, slices) else {
+                wait = Wait::Waited;
+                return Poll::Pending;
+            };
+            match written? {
+                0 => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                written => IoSlice::advance_slices(&mut slices, written),
+            }
         }
-        IoSlice::advance_slices(&mut slices, written);
-    }
-    Ok(())
+        Poll::Ready(Ok(()))
+    })
+    .await?;
+    Ok(wait)
 }
 
 #[cfg(test)]
