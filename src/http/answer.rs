@@ -84,7 +84,7 @@ pub(super) async fn complete<D: Dialect>(
 /// piece: the writer joins the pieces that are ready together into one write.
 fn sse_body<E: Encoder>(events: CommittedStream, encoder: E, watch: Box<RequestWatch>, state: AppState) -> SseBody<E> {
     let drained = Box::pin(async move { state.drained().await });
-    SseBody { relay: Some(Relay { events, encoder, watch, drained }) }
+    SseBody { relay: Some(Relay { events, encoder, watch, drained, out: BytesMut::new() }) }
 }
 
 /// A streamed answer's body, until its last piece has been handed out.
@@ -100,6 +100,9 @@ struct Relay<E> {
     /// The proxy's drain: asked only while no event is ready, since an
     /// event that is ready is sent whatever happens next.
     drained: Pin<Box<dyn Future<Output = ()> + Send>>,
+    /// Where events are encoded: each piece is split off it, and once the
+    /// writer has let go of the last one its room serves the next event.
+    out: BytesMut,
 }
 
 impl<E: Encoder> futures_util::Stream for SseBody<E> {
@@ -107,7 +110,6 @@ impl<E: Encoder> futures_util::Stream for SseBody<E> {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let Some(relay) = self.relay.as_mut() else { return Poll::Ready(None) };
-        let mut out = BytesMut::new();
         loop {
             let next = match relay.events.poll_next_unpin(cx) {
                 Poll::Ready(next) => next,
@@ -119,25 +121,26 @@ impl<E: Encoder> futures_util::Stream for SseBody<E> {
             match next {
                 Some(Ok(event)) => {
                     heard(&mut relay.watch, &event);
-                    relay.encoder.write_event(event, &mut out);
+                    relay.encoder.write_event(event, &mut relay.out);
                     // An event with nothing to send yet (usage kept for the end).
-                    if out.is_empty() {
+                    if relay.out.is_empty() {
                         continue;
                     }
-                    return Poll::Ready(Some(Ok(out.freeze())));
+                    return Poll::Ready(Some(Ok(relay.out.split().freeze())));
                 }
                 Some(Err(failure)) => {
                     relay.watch.end(failure.kind());
                     tracing::warn!(request_id = %relay.watch.id(), failure_class = failure.kind(), error = %failure.summary(), "stream failed after commit");
-                    relay.encoder.write_failure(&stream_failure(&failure), &mut out);
+                    relay.encoder.write_failure(&stream_failure(&failure), &mut relay.out);
                 }
                 None => {
                     relay.watch.end("ok");
-                    relay.encoder.write_done(&mut out);
+                    relay.encoder.write_done(&mut relay.out);
                 }
             }
+            let last = relay.out.split().freeze();
             self.relay = None;
-            return Poll::Ready(Some(Ok(out.freeze())));
+            return Poll::Ready(Some(Ok(last)));
         }
     }
 }

@@ -155,11 +155,11 @@ impl Pieces<'_> {
     /// The body's next piece, its end, or that it has none yet, unless the
     /// client goes away first.
     async fn next(&mut self, side: &mut ReadSide) -> Next {
+        // The client is watched while the body has nothing: a piece that is
+        // ready goes out whatever, and a write to a client that went away fails.
         poll_fn(|cx| {
-            if side.poll_gone(cx).is_ready() {
-                return Poll::Ready(Next::ClientGone);
-            }
             Poll::Ready(match Pin::new(&mut *self.body).poll_frame(cx) {
+                Poll::Pending if side.poll_gone(cx).is_ready() => Next::ClientGone,
                 Poll::Pending => Next::NotYet,
                 Poll::Ready(None) => Next::End,
                 Poll::Ready(Some(Err(err))) => Next::Failed(err),
