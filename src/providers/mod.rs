@@ -13,6 +13,7 @@ mod openai;
 mod samples;
 #[cfg(any(test, feature = "test-support"))]
 pub mod scripted;
+mod shape;
 pub mod sse;
 
 use std::fmt;

@@ -10,6 +10,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::event::{Event, FinishReason, ToolCallDelta, Usage};
+use crate::providers::shape::TextShape;
 use crate::providers::{Decoder, ProviderError, SseEvent};
 
 #[derive(Default)]
@@ -18,6 +19,9 @@ pub(super) struct AnthropicDecoder {
     tool_blocks: HashMap<u32, u32>,
     stop_reason: Option<FinishReason>,
     done: bool,
+    /// The last text delta, so the next ones like it are read without
+    /// parsing them whole (a text delta's meaning depends on nothing before it).
+    shape: TextShape,
 }
 
 /// An event as far as its type: the fields that depend on the type are kept
@@ -114,6 +118,10 @@ impl Decoder for AnthropicDecoder {
         if sse.event == "ping" {
             return Ok(());
         }
+        if let Some(text) = self.shape.text(&sse.data) {
+            events.extend(Some(text).filter(|text| !text.is_empty()).map(Event::Text));
+            return Ok(());
+        }
         let wire: Wire = parse(&sse.data)?;
         match wire.kind.as_ref() {
             "message_start" => {
@@ -128,7 +136,14 @@ impl Decoder for AnthropicDecoder {
             }
             "content_block_delta" => {
                 let index = required(wire.index, "index")?;
-                events.extend(self.block_delta(index, required(wire.delta, "delta")?)?);
+                let delta: BlockDelta = required(wire.delta, "delta")?;
+                let literal = delta.text.filter(|_| delta.kind == "text_delta").map(RawValue::get);
+                let event = self.block_delta(index, delta)?;
+                match (literal, &event) {
+                    (Some(literal), Some(Event::Text(_))) => self.shape.keep(&sse.data, literal, None),
+                    _ => self.shape.clear(),
+                }
+                events.extend(event);
             }
             "message_delta" => {
                 let delta: MessageDelta = required(wire.delta, "delta")?;
@@ -217,5 +232,57 @@ fn finish_reason(reason: &str) -> FinishReason {
         "tool_use" => FinishReason::ToolCalls,
         "refusal" => FinishReason::ContentFilter,
         _ => FinishReason::Stop,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::providers::shape::{any_text, chunks, decoded};
+
+    /// Events of every type the decoder reads, `TEXT` where a string goes.
+    const SHAPES: &[&str] = &[
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":TEXT}}"#,
+        r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":TEXT}}"#,
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":TEXT}}"#,
+        r#"{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"t","name":TEXT}}"#,
+        r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":TEXT}}"#,
+        r#"{"type":"message_delta","delta":{"stop_reason":TEXT},"usage":{"output_tokens":3}}"#,
+        r#"{"type":"error","error":{"type":"overloaded_error","message":TEXT}}"#,
+        // Alike in length but for one field before or after the text, which
+        // changes what the event says: only its bytes tell them apart.
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_deltx","text":TEXT}}"#,
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":TEXT,"extra":"aaaa"}}"#,
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":TEXT,"type":"abcde"}}"#,
+    ];
+
+    fn parsed_whole(decoder: &mut AnthropicDecoder) {
+        decoder.shape.clear();
+    }
+
+    #[test]
+    fn text_deltas_alike_but_for_their_text_are_read_by_their_shape() {
+        let picks: Vec<_> = ["Hel", "lo \"w", "orld\n", "", "!"].map(|text| (0, Ok(text.to_owned()))).into();
+        let chunks = chunks(SHAPES, &picks);
+        let mut decoder = AnthropicDecoder::default();
+        let mut events = Vec::new();
+        decoder.on_event(&chunks[0], &mut events).expect("a text delta");
+        assert!(decoder.shape.is_kept(), "a text delta keeps its shape");
+        assert_eq!(decoder.shape.text(&chunks[1].data).as_deref(), Some("lo \"w"), "the next is read by its shape");
+        assert_eq!(
+            decoded(AnthropicDecoder::default(), None, &chunks),
+            decoded(AnthropicDecoder::default(), Some(parsed_whole), &chunks)
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn events_decode_as_they_do_parsed_whole(picks in proptest::collection::vec((any::<usize>(), any_text()), 1..24)) {
+            let chunks = chunks(SHAPES, &picks);
+            let read = decoded(AnthropicDecoder::default(), None, &chunks);
+            prop_assert_eq!(read, decoded(AnthropicDecoder::default(), Some(parsed_whole), &chunks));
+        }
     }
 }

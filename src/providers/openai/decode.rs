@@ -9,12 +9,16 @@ use serde_json::value::RawValue;
 
 use crate::event::{Event, FinishReason, Logprobs, ToolCallDelta, Usage};
 use crate::providers::first::First;
+use crate::providers::shape::{Text, TextShape};
 use crate::providers::{Decoder, ProviderError, SseEvent};
 
 #[derive(Default)]
 pub(super) struct OpenAiDecoder {
     finished: bool,
     done: bool,
+    /// The last chunk that said only text, so the next ones like it are
+    /// read without parsing them whole.
+    shape: TextShape,
 }
 
 /// A chunk as far as baton reads it: its first choice only, and the
@@ -25,12 +29,17 @@ struct Chunk<'a> {
     choices: First<Choice<'a>>,
     usage: Option<WireUsage>,
     error: Option<serde_json::Value>,
+    /// OpenAI's random padding, of another length in every chunk: read
+    /// only for where it is, so chunks alike but for it and their text are
+    /// read by their shape.
+    #[serde(borrow)]
+    obfuscation: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
 struct Choice<'a> {
-    #[serde(default)]
-    delta: Delta,
+    #[serde(default, borrow)]
+    delta: Delta<'a>,
     #[serde(borrow)]
     finish_reason: Option<Cow<'a, str>>,
     logprobs: Option<WireLogprobs>,
@@ -43,8 +52,9 @@ struct WireLogprobs {
 }
 
 #[derive(Deserialize, Default)]
-struct Delta {
-    content: Option<String>,
+struct Delta<'a> {
+    #[serde(borrow)]
+    content: Option<Text<'a>>,
     /// What compatible servers (DeepSeek, vLLM, …) stream their reasoning as.
     #[serde(alias = "reasoning")]
     reasoning_content: Option<String>,
@@ -88,11 +98,19 @@ impl Decoder for OpenAiDecoder {
             self.done = true;
             return Ok(());
         }
+        let read = sse.event != "error" && !self.finished;
+        if let Some(text) = self.shape.text(&sse.data).filter(|_| read) {
+            events.extend(Some(text).filter(|text| !text.is_empty()).map(Event::Text));
+            return Ok(());
+        }
         let chunk: Chunk = serde_json::from_str(&sse.data).map_err(|err| ProviderError::Malformed(err.to_string()))?;
         if sse.event == "error" || chunk.error.is_some() {
             let detail = chunk.error.as_ref().and_then(|e| e.get("message")).and_then(|m| m.as_str());
             return Err(ProviderError::ErrorEvent(detail.unwrap_or(&sse.data).to_owned()));
         }
+        let before = events.len();
+        let mut only_text = None;
+        let padding = chunk.obfuscation.map(RawValue::get).filter(|padding| padding.starts_with('"'));
         // Once the answer is over, a later chunk may bring only its usage.
         let choice = chunk.choices.0.filter(|_| !self.finished);
         if let Some(choice) = choice {
@@ -101,8 +119,9 @@ impl Decoder for OpenAiDecoder {
             }
             let logprobs = choice.logprobs.and_then(|logprobs| logprobs.content).and_then(Logprobs::from_list);
             events.extend(logprobs.map(Event::Logprobs));
-            if let Some(text) = choice.delta.content.filter(|text| !text.is_empty()) {
-                events.push(Event::Text(text));
+            if let Some(text) = choice.delta.content.filter(|text| !text.0.is_empty()) {
+                only_text = text.quoted(&sse.data);
+                events.push(Event::Text(text.0.into_owned()));
             }
             for call in choice.delta.tool_calls.unwrap_or_default() {
                 let (name, arguments) = call.function.map(|f| (f.name, f.arguments)).unwrap_or_default();
@@ -126,6 +145,10 @@ impl Decoder for OpenAiDecoder {
                 reasoning_tokens: usage.completion_tokens_details.and_then(|details| details.reasoning_tokens),
             }));
         }
+        match only_text.filter(|_| events.len() == before + 1) {
+            Some(literal) => self.shape.keep(&sse.data, literal, padding),
+            None => self.shape.clear(),
+        }
         Ok(())
     }
 
@@ -144,5 +167,78 @@ fn finish_reason(reason: &str) -> FinishReason {
         "tool_calls" | "function_call" => FinishReason::ToolCalls,
         "content_filter" => FinishReason::ContentFilter,
         _ => FinishReason::Stop,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::providers::shape::{any_text, chunks, decoded};
+
+    /// Chunks of every kind the decoder reads, `TEXT` where a string goes.
+    const SHAPES: &[&str] = &[
+        r#"{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":TEXT},"logprobs":null,"finish_reason":null}]}"#,
+        r#"{"id":"c","choices":[{"index":0,"delta":{"role":"assistant","content":TEXT},"finish_reason":null}]}"#,
+        r#"{"id":"c","choices":[{"index":0,"delta":{"content":TEXT},"finish_reason":"stop"}]}"#,
+        r#"{"id":"c","choices":[{"index":0,"delta":{"content":TEXT},"finish_reason":null}],"usage":null}"#,
+        r#"{"id":"c","choices":[{"index":0,"delta":{"reasoning_content":TEXT},"finish_reason":null}]}"#,
+        r#"{"id":"c","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":TEXT}}]}}]}"#,
+        r#"{"id":"c","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":TEXT}}"#,
+        r#"{"error":{"message":TEXT}}"#,
+        r#"{"id":"c","choices":[{"index":0,"delta":{"content":TEXT},"finish_reason":null}],"obfuscation":PAD}"#,
+        r#"{"id":"c","choices":[{"index":0,"delta":{"content":TEXT},"finish_reason":"stop"}],"obfuscation":PAD}"#,
+        // Alike in length but for one field before or after the text, which
+        // changes what the chunk says: only its bytes tell them apart.
+        r#"{"id":"cc","choices":[{"index":0,"delta":{"content":TEXT},"finish_reason":null}]}"#,
+        r#"{"error":0,"choices":[{"index":0,"delta":{"content":TEXT},"finish_reason":null}]}"#,
+        r#"{"id":"cc","choices":[{"index":0,"delta":{"content":TEXT},"finish_reason":"ab"}]}"#,
+    ];
+
+    fn parsed_whole(decoder: &mut OpenAiDecoder) {
+        decoder.shape.clear();
+    }
+
+    #[test]
+    fn text_chunks_alike_but_for_their_text_are_read_by_their_shape() {
+        let picks: Vec<_> = ["Hel", "lo \"w", "orld\n", "", "!"].map(|text| (0, Ok(text.to_owned()))).into();
+        let chunks = chunks(SHAPES, &picks);
+        let mut decoder = OpenAiDecoder::default();
+        let mut events = Vec::new();
+        decoder.on_event(&chunks[0], &mut events).expect("a text chunk");
+        assert!(decoder.shape.is_kept(), "a chunk that says only text keeps its shape");
+        assert_eq!(decoder.shape.text(&chunks[1].data).as_deref(), Some("lo \"w"), "the next is read by its shape");
+        assert_eq!(
+            decoded(OpenAiDecoder::default(), None, &chunks),
+            decoded(OpenAiDecoder::default(), Some(parsed_whole), &chunks)
+        );
+    }
+
+    #[test]
+    fn openai_s_chunks_are_read_by_their_shape_whatever_their_padding() {
+        let padded = SHAPES.iter().position(|shape| shape.contains("PAD")).unwrap_or_default();
+        let picks: Vec<_> = (0..5).map(|pad| (padded + pad * SHAPES.len(), Ok(format!("word{pad} ")))).collect();
+        let chunks = chunks(SHAPES, &picks);
+        let mut decoder = OpenAiDecoder::default();
+        let mut events = Vec::new();
+        decoder.on_event(&chunks[0], &mut events).expect("a text chunk");
+        for (pad, chunk) in chunks.iter().enumerate().skip(1) {
+            let expected = format!("word{pad} ");
+            assert_eq!(decoder.shape.text(&chunk.data).as_deref(), Some(expected.as_str()), "{}", chunk.data);
+        }
+        assert_eq!(
+            decoded(OpenAiDecoder::default(), None, &chunks),
+            decoded(OpenAiDecoder::default(), Some(parsed_whole), &chunks)
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn chunks_decode_as_they_do_parsed_whole(picks in proptest::collection::vec((any::<usize>(), any_text()), 1..24)) {
+            let chunks = chunks(SHAPES, &picks);
+            let read = decoded(OpenAiDecoder::default(), None, &chunks);
+            prop_assert_eq!(read, decoded(OpenAiDecoder::default(), Some(parsed_whole), &chunks));
+        }
     }
 }
