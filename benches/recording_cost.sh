@@ -52,7 +52,7 @@ count() {
     echo '-H "content-type: application/json"'
     for _ in $(seq "$requests"); do echo "url = \"http://127.0.0.1:$port/v1/chat/completions\""; done
   } >"$dir/curl.cfg"
-  curl -s --parallel --parallel-max "$C" -K "$dir/curl.cfg" >"$dir/answers"
+  curl -s --no-progress-meter --parallel --parallel-max "$C" -K "$dir/curl.cfg" >"$dir/answers"
   local done
   done=$(grep -c '^data: \[DONE\]' "$dir/answers" || true)
   [ "$done" -eq "$requests" ] || { echo "only $done of $requests answers completed ($backend)" >&2; exit 1; }

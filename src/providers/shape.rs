@@ -148,25 +148,43 @@ fn quoted<'a>(data: &'a str, contents: &str) -> Option<&'a str> {
     (literal.starts_with('"') && literal.ends_with('"') && literal.len() == contents.len() + 2).then_some(literal)
 }
 
-/// What a decoder makes of each chunk of `chunks`, fed to it in order,
-/// with `forget` called before each chunk when it is given: the same
-/// decoder made to parse every chunk whole, for tests to compare against.
+/// What a fresh decoder makes of each chunk of `chunks`, fed to it in
+/// order; with `shape_of`, its shape is cleared before each chunk: the
+/// same decoder made to parse every chunk whole, for tests to compare with.
 #[cfg(test)]
-pub(super) fn decoded<D: super::Decoder>(
-    mut decoder: D,
-    forget: Option<fn(&mut D)>,
+pub(super) fn decoded<D: super::Decoder + Default>(
+    shape_of: Option<fn(&mut D) -> &mut TextShape>,
     chunks: &[super::SseEvent],
 ) -> Vec<Result<Vec<crate::event::Event>, super::ProviderError>> {
+    let mut decoder = D::default();
     chunks
         .iter()
         .map(|chunk| {
-            if let Some(forget) = forget {
-                forget(&mut decoder);
+            if let Some(shape_of) = shape_of {
+                shape_of(&mut decoder).clear();
             }
             let mut events = Vec::new();
             decoder.on_event(chunk, &mut events).map(|()| events)
         })
         .collect()
+}
+
+/// Checks that a decoder keeps the shape of the text chunk of `shapes[0]`,
+/// reads the next like it by that shape, and decodes a few such chunks as
+/// it does parsed whole (so the property tests compare a path that is used).
+#[cfg(test)]
+pub(super) fn assert_texts_read_by_shape<D: super::Decoder + Default>(
+    shapes: &[&str],
+    shape_of: fn(&mut D) -> &mut TextShape,
+) {
+    let picks: Vec<_> = ["Hel", "lo \"w", "orld\n", "", "!"].map(|text| (0, Ok(text.to_owned()))).into();
+    let chunks = chunks(shapes, &picks);
+    let mut decoder = D::default();
+    decoder.on_event(&chunks[0], &mut Vec::new()).expect("a text chunk");
+    assert!(shape_of(&mut decoder).is_kept(), "a chunk that says only text keeps its shape");
+    let next = shape_of(&mut decoder).text(&chunks[1].data);
+    assert_eq!(next.as_deref(), Some("lo \"w"), "the next is read by its shape");
+    assert_eq!(decoded::<D>(None, &chunks), decoded(Some(shape_of), &chunks));
 }
 
 /// Any text, or (one time in four) a fragment that is not one JSON string.

@@ -240,7 +240,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::providers::shape::{any_text, chunks, decoded};
+    use crate::providers::shape::{TextShape, any_text, assert_texts_read_by_shape, chunks, decoded};
 
     /// Events of every type the decoder reads, `TEXT` where a string goes.
     const SHAPES: &[&str] = &[
@@ -258,31 +258,21 @@ mod tests {
         r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":TEXT,"type":"abcde"}}"#,
     ];
 
-    fn parsed_whole(decoder: &mut AnthropicDecoder) {
-        decoder.shape.clear();
+    fn shape(decoder: &mut AnthropicDecoder) -> &mut TextShape {
+        &mut decoder.shape
     }
 
     #[test]
     fn text_deltas_alike_but_for_their_text_are_read_by_their_shape() {
-        let picks: Vec<_> = ["Hel", "lo \"w", "orld\n", "", "!"].map(|text| (0, Ok(text.to_owned()))).into();
-        let chunks = chunks(SHAPES, &picks);
-        let mut decoder = AnthropicDecoder::default();
-        let mut events = Vec::new();
-        decoder.on_event(&chunks[0], &mut events).expect("a text delta");
-        assert!(decoder.shape.is_kept(), "a text delta keeps its shape");
-        assert_eq!(decoder.shape.text(&chunks[1].data).as_deref(), Some("lo \"w"), "the next is read by its shape");
-        assert_eq!(
-            decoded(AnthropicDecoder::default(), None, &chunks),
-            decoded(AnthropicDecoder::default(), Some(parsed_whole), &chunks)
-        );
+        assert_texts_read_by_shape(SHAPES, shape);
     }
 
     proptest! {
         #[test]
         fn events_decode_as_they_do_parsed_whole(picks in proptest::collection::vec((any::<usize>(), any_text()), 1..24)) {
             let chunks = chunks(SHAPES, &picks);
-            let read = decoded(AnthropicDecoder::default(), None, &chunks);
-            prop_assert_eq!(read, decoded(AnthropicDecoder::default(), Some(parsed_whole), &chunks));
+            let read = decoded::<AnthropicDecoder>(None, &chunks);
+            prop_assert_eq!(read, decoded(Some(shape), &chunks));
         }
     }
 }

@@ -175,7 +175,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::providers::shape::{any_text, chunks, decoded};
+    use crate::providers::shape::{TextShape, any_text, assert_texts_read_by_shape, chunks, decoded};
 
     /// Chunks of every kind the decoder reads, `TEXT` where a string goes.
     const SHAPES: &[&str] = &[
@@ -196,23 +196,13 @@ mod tests {
         r#"{"id":"cc","choices":[{"index":0,"delta":{"content":TEXT},"finish_reason":"ab"}]}"#,
     ];
 
-    fn parsed_whole(decoder: &mut OpenAiDecoder) {
-        decoder.shape.clear();
+    fn shape(decoder: &mut OpenAiDecoder) -> &mut TextShape {
+        &mut decoder.shape
     }
 
     #[test]
     fn text_chunks_alike_but_for_their_text_are_read_by_their_shape() {
-        let picks: Vec<_> = ["Hel", "lo \"w", "orld\n", "", "!"].map(|text| (0, Ok(text.to_owned()))).into();
-        let chunks = chunks(SHAPES, &picks);
-        let mut decoder = OpenAiDecoder::default();
-        let mut events = Vec::new();
-        decoder.on_event(&chunks[0], &mut events).expect("a text chunk");
-        assert!(decoder.shape.is_kept(), "a chunk that says only text keeps its shape");
-        assert_eq!(decoder.shape.text(&chunks[1].data).as_deref(), Some("lo \"w"), "the next is read by its shape");
-        assert_eq!(
-            decoded(OpenAiDecoder::default(), None, &chunks),
-            decoded(OpenAiDecoder::default(), Some(parsed_whole), &chunks)
-        );
+        assert_texts_read_by_shape(SHAPES, shape);
     }
 
     #[test]
@@ -227,18 +217,15 @@ mod tests {
             let expected = format!("word{pad} ");
             assert_eq!(decoder.shape.text(&chunk.data).as_deref(), Some(expected.as_str()), "{}", chunk.data);
         }
-        assert_eq!(
-            decoded(OpenAiDecoder::default(), None, &chunks),
-            decoded(OpenAiDecoder::default(), Some(parsed_whole), &chunks)
-        );
+        assert_eq!(decoded::<OpenAiDecoder>(None, &chunks), decoded(Some(shape), &chunks));
     }
 
     proptest! {
         #[test]
         fn chunks_decode_as_they_do_parsed_whole(picks in proptest::collection::vec((any::<usize>(), any_text()), 1..24)) {
             let chunks = chunks(SHAPES, &picks);
-            let read = decoded(OpenAiDecoder::default(), None, &chunks);
-            prop_assert_eq!(read, decoded(OpenAiDecoder::default(), Some(parsed_whole), &chunks));
+            let read = decoded::<OpenAiDecoder>(None, &chunks);
+            prop_assert_eq!(read, decoded(Some(shape), &chunks));
         }
     }
 }
