@@ -61,7 +61,7 @@ impl TextShape {
     pub(super) fn keep(&mut self, data: &str, text: &str, unread: Option<&str>) {
         self.clear();
         let Some(text) = place(data, text) else { return };
-        let mut strings = vec![(text.clone(), true)];
+        let mut strings = vec![(text, true)];
         match unread.map(|unread| place(data, unread)) {
             Some(Some(unread)) => strings.push((unread, false)),
             Some(None) => return,
