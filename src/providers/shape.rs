@@ -25,6 +25,8 @@ use std::ops::Range;
 use serde::Deserialize;
 use serde::de::{DeserializeOwned, IgnoredAny};
 
+use crate::event::Event;
+
 /// A JSON string, kept a slice of the chunk when it has no escapes (serde
 /// borrows a `Cow` field only when it is the field itself, not inside an
 /// `Option`), so the chunk's shape around it can be kept.
@@ -97,6 +99,15 @@ impl TextShape {
         !self.runs.is_empty()
     }
 
+    /// Reads `data` by the kept shape, pushing its text onto `events`
+    /// (nothing for an empty text, as a decoder pushes nothing for an empty
+    /// delta); false when `data` has not that shape and must be parsed whole.
+    pub(super) fn read(&self, data: &str, events: &mut Vec<Event>) -> bool {
+        let Some(text) = self.text(data) else { return false };
+        events.extend(Some(text).filter(|text| !text.is_empty()).map(Event::Text));
+        true
+    }
+
     /// The text of `data` if it has the kept shape, unescaped; `None` when
     /// it has not, and must be parsed whole.
     pub(super) fn text(&self, data: &str) -> Option<String> {
@@ -155,7 +166,7 @@ fn quoted<'a>(data: &'a str, contents: &str) -> Option<&'a str> {
 pub(super) fn decoded<D: super::Decoder + Default>(
     shape_of: Option<fn(&mut D) -> &mut TextShape>,
     chunks: &[super::SseEvent],
-) -> Vec<Result<Vec<crate::event::Event>, super::ProviderError>> {
+) -> Vec<Result<Vec<Event>, super::ProviderError>> {
     let mut decoder = D::default();
     chunks
         .iter()

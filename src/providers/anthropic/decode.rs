@@ -118,8 +118,7 @@ impl Decoder for AnthropicDecoder {
         if sse.event == "ping" {
             return Ok(());
         }
-        if let Some(text) = self.shape.text(&sse.data) {
-            events.extend(Some(text).filter(|text| !text.is_empty()).map(Event::Text));
+        if self.shape.read(&sse.data, events) {
             return Ok(());
         }
         let wire: Wire = parse(&sse.data)?;

@@ -98,9 +98,8 @@ impl Decoder for OpenAiDecoder {
             self.done = true;
             return Ok(());
         }
-        let read = sse.event != "error" && !self.finished;
-        if let Some(text) = self.shape.text(&sse.data).filter(|_| read) {
-            events.extend(Some(text).filter(|text| !text.is_empty()).map(Event::Text));
+        // An error event, or a chunk after the answer's end, reads otherwise.
+        if sse.event != "error" && !self.finished && self.shape.read(&sse.data, events) {
             return Ok(());
         }
         let chunk: Chunk = serde_json::from_str(&sse.data).map_err(|err| ProviderError::Malformed(err.to_string()))?;
