@@ -191,13 +191,14 @@ where
     B: Into<Bytes> + Send + 'static,
     E: Display + Send + 'static,
 {
-    let sse = Box::pin(sse::events(bytes, max_event_bytes));
+    let sse = sse::events(bytes, max_event_bytes);
     Box::pin(Decoding { sse, decoder, pending: Vec::new(), ended: false, signatures })
 }
 
 /// A provider's SSE events through its decoder, one event at a time.
 struct Decoding<S> {
-    sse: std::pin::Pin<Box<S>>,
+    /// The SSE events, held in place: they box the bytes under them.
+    sse: S,
     decoder: Box<dyn Decoder>,
     /// The last SSE event's events not yet yielded, last first, so popping
     /// yields them in order; the one list serves the whole stream.
@@ -208,7 +209,7 @@ struct Decoding<S> {
 
 impl<S> Stream for Decoding<S>
 where
-    S: Stream<Item = Result<sse::SseEvent, ProviderError>> + Send,
+    S: Stream<Item = Result<sse::SseEvent, ProviderError>> + Send + Unpin,
 {
     type Item = Result<Event, ProviderError>;
 
@@ -221,7 +222,7 @@ where
             if this.ended {
                 return Poll::Ready(None);
             }
-            let step = if this.decoder.is_done() { None } else { ready!(this.sse.as_mut().poll_next(cx)) };
+            let step = if this.decoder.is_done() { None } else { ready!(this.sse.poll_next_unpin(cx)) };
             let outcome = match step {
                 Some(Ok(event)) => this.decoder.on_event(&event, &mut this.pending).map(|()| {
                     if !this.signatures {
