@@ -138,9 +138,15 @@ impl TextShape {
 
 /// Where `literal`, a JSON string, lies in `data`, if it is a slice of it.
 fn place(data: &str, literal: &str) -> Option<Range<usize>> {
-    let start = (literal.as_ptr() as usize).checked_sub(data.as_ptr() as usize)?;
+    let start = offset_in(data, literal)?;
     let place = start..start.checked_add(literal.len())?;
     (data.get(place.clone()).is_some() && literal.starts_with('"')).then_some(place)
+}
+
+/// How far into `data` the slice `part` begins, if it begins in or after
+/// it; the callers check that it ends within `data` too.
+fn offset_in(data: &str, part: &str) -> Option<usize> {
+    (part.as_ptr() as usize).checked_sub(data.as_ptr() as usize)
 }
 
 /// The JSON value that `text` begins with, and its length in bytes.
@@ -154,7 +160,7 @@ fn value_at<T: DeserializeOwned>(text: &str) -> Option<(T, usize)> {
 /// without escapes, borrowed), with the quotes around it: the string as
 /// written in `data`, if the bytes beside it are its quotes.
 fn quoted<'a>(data: &'a str, contents: &str) -> Option<&'a str> {
-    let start = (contents.as_ptr() as usize).checked_sub(data.as_ptr() as usize)?;
+    let start = offset_in(data, contents)?;
     let literal = data.get(start.checked_sub(1)?..start + contents.len() + 1)?;
     (literal.starts_with('"') && literal.ends_with('"') && literal.len() == contents.len() + 2).then_some(literal)
 }
