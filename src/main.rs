@@ -109,7 +109,8 @@ async fn main() -> ExitCode {
         .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
         .with_writer(writer);
     match cli.log_format {
-        LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Text if std::io::stderr().is_terminal() => logs.init(),
+        LogFormat::Text => logs.event_format(baton::observe::PlainLines).init(),
         LogFormat::Json => logs.json().flatten_event(true).with_current_span(false).with_span_list(false).init(),
     }
     baton::http::install_panic_hook();

@@ -87,6 +87,16 @@ fn sse_body<E: Encoder>(events: CommittedStream, encoder: E, watch: Box<RequestW
     SseBody { relay: Some(Relay { events, encoder, watch, drained, out: BytesMut::new() }) }
 }
 
+/// The room events are encoded into, made when less than
+/// [`PIECE_ROOM_LOW`] is left. Once the writer has let go of every piece
+/// the room is reused where it is; while it still holds one (events that
+/// arrived together) a new room is made, and this size lets the next few
+/// events share it, where a room of one event's size cost two allocations
+/// an event (the room, and the count shared by its pieces).
+const PIECE_ROOM: usize = 1024;
+/// Less room than this left, and [`PIECE_ROOM`] is made before an event.
+const PIECE_ROOM_LOW: usize = 256;
+
 /// A streamed answer's body, until its last piece has been handed out.
 struct SseBody<E> {
     relay: Option<Relay<E>>,
@@ -121,6 +131,9 @@ impl<E: Encoder> futures_util::Stream for SseBody<E> {
             match next {
                 Some(Ok(event)) => {
                     heard(&mut relay.watch, &event);
+                    if relay.out.capacity() < PIECE_ROOM_LOW {
+                        relay.out.reserve(PIECE_ROOM);
+                    }
                     relay.encoder.write_event(event, &mut relay.out);
                     // An event with nothing to send yet (usage kept for the end).
                     if relay.out.is_empty() {

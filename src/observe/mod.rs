@@ -3,6 +3,7 @@
 //! traces.
 
 mod attempt;
+mod log_line;
 mod metrics;
 pub mod ops_metrics;
 mod request;
@@ -12,6 +13,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 pub use attempt::{AttemptInfo, AttemptObserver, AttemptReport, AttemptResult, Sending};
+pub use log_line::PlainLines;
 pub use metrics::Metrics;
 pub use request::{Ended, NO_KEY, RequestWatch, Settle};
 

@@ -6,6 +6,7 @@
 
 use std::future::{Future, poll_fn};
 use std::io;
+use std::mem::MaybeUninit;
 use std::pin::{Pin, pin};
 use std::task::{Context, Poll, ready};
 
@@ -111,8 +112,9 @@ impl ReadSide {
             if reader.buf.len() >= HEAD_LIMIT {
                 return Poll::Pending;
             }
-            let mut probe = [0u8; 512];
-            let mut read = ReadBuf::new(&mut probe);
+            // Not zeroed: this runs each time an answer waits for its next event.
+            let mut probe = [MaybeUninit::<u8>::uninit(); 512];
+            let mut read = ReadBuf::uninit(&mut probe);
             match ready!(Pin::new(&mut reader.half).poll_read(cx, &mut read)) {
                 Ok(()) if read.filled().is_empty() => return Poll::Ready(()),
                 Ok(()) => reader.buf.extend_from_slice(read.filled()),

@@ -1,0 +1,228 @@
+//! The text log line, written straight into the line: the layout of
+//! `tracing-subscriber`'s full format without colour (`time LEVEL target:
+//! message name=value …`), for logs that go to a file or a pipe. That
+//! formatter, even with colour off, passes every field name and `=` through
+//! a no-op style and every number through `Debug`; on the two lines each
+//! request logs, that was most of the instructions a request's logging
+//! cost. A terminal keeps the coloured default.
+
+use std::fmt::{self, Write};
+
+use tracing::field::{Field, Visit};
+use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::time::{FormatTime, SystemTime};
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
+use tracing_subscriber::registry::LookupSpan;
+
+/// Formats each event as one plain text line. baton opens no spans, so a
+/// line carries the event's own fields only.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PlainLines;
+
+impl<S, N> FormatEvent<S, N> for PlainLines
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    fn format_event(&self, _: &FmtContext<'_, S, N>, mut writer: Writer<'_>, event: &Event<'_>) -> fmt::Result {
+        if SystemTime.format_time(&mut writer).is_err() {
+            writer.write_str("<unknown time>")?;
+        }
+        let meta = event.metadata();
+        writer.write_str(level(*meta.level()))?;
+        writer.write_str(meta.target())?;
+        writer.write_str(": ")?;
+        let mut fields = Fields { line: writer.by_ref(), first: true, result: Ok(()) };
+        event.record(&mut fields);
+        fields.result?;
+        writer.write_char('\n')
+    }
+}
+
+/// The level between its spaces, padded to five letters as the default
+/// format pads it.
+fn level(level: Level) -> &'static str {
+    match level {
+        Level::TRACE => " TRACE ",
+        Level::DEBUG => " DEBUG ",
+        Level::INFO => "  INFO ",
+        Level::WARN => "  WARN ",
+        Level::ERROR => " ERROR ",
+    }
+}
+
+/// Writes an event's fields in order, space-separated: the message as it
+/// is, every other field as `name=value`, strings quoted. Control
+/// characters (a newline, an escape sequence) are escaped everywhere, so
+/// one event stays one line and nothing in it colours a terminal.
+struct Fields<'a> {
+    line: Writer<'a>,
+    first: bool,
+    result: fmt::Result,
+}
+
+impl Fields<'_> {
+    /// Writes one field, `value` writing its value; nothing after an error.
+    fn field(&mut self, field: &Field, value: impl FnOnce(&mut Writer<'_>) -> fmt::Result) {
+        if self.result.is_ok() {
+            self.result = self.write(field, value);
+        }
+    }
+
+    fn write(&mut self, field: &Field, value: impl FnOnce(&mut Writer<'_>) -> fmt::Result) -> fmt::Result {
+        if !std::mem::take(&mut self.first) {
+            self.line.write_char(' ')?;
+        }
+        let name = field.name();
+        if name != "message" {
+            self.line.write_str(name.strip_prefix("r#").unwrap_or(name))?;
+            self.line.write_char('=')?;
+        }
+        value(&mut self.line)
+    }
+}
+
+impl Visit for Fields<'_> {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if field.name() == "message" {
+            self.field(field, |line| Escaping(line).write_str(value));
+        } else if value.bytes().all(|byte| matches!(byte, b' '..=b'~') && byte != b'"' && byte != b'\\') {
+            // What `Debug` would write, without its walk through each character.
+            self.field(field, |line| {
+                line.write_char('"')?;
+                line.write_str(value)?;
+                line.write_char('"')
+            });
+        } else {
+            // `Debug` quotes a string and escapes its control characters.
+            self.field(field, |line| write!(line, "{value:?}"));
+        }
+    }
+
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.field(field, |line| line.write_str(itoa::Buffer::new().format(value)));
+    }
+
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.field(field, |line| line.write_str(itoa::Buffer::new().format(value)));
+    }
+
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.field(field, |line| line.write_str(if value { "true" } else { "false" }));
+    }
+
+    fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
+        self.field(field, |line| write!(Escaping(line), "{value}"));
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        self.field(field, |line| write!(Escaping(line), "{value:?}"));
+    }
+}
+
+/// Passes text on with each control character written as its escape.
+struct Escaping<'a, 'b>(&'a mut Writer<'b>);
+
+impl Write for Escaping<'_, '_> {
+    fn write_str(&mut self, text: &str) -> fmt::Result {
+        let mut rest = text;
+        while let Some(at) = rest.find(char::is_control) {
+            self.0.write_str(&rest[..at])?;
+            let control = rest[at..].chars().next().unwrap_or_default();
+            write!(self.0, "{}", control.escape_default())?;
+            rest = &rest[at + control.len_utf8()..];
+        }
+        self.0.write_str(rest)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+    use std::sync::{Arc, Mutex};
+
+    use tracing_subscriber::fmt::MakeWriter;
+
+    use super::*;
+
+    /// The lines a subscriber wrote, shared with the test.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl io::Write for Captured {
+        fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+            self.0.lock().map_err(|_| io::Error::other("poisoned"))?.extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl<'a> MakeWriter<'a> for Captured {
+        type Writer = Captured;
+        fn make_writer(&'a self) -> Captured {
+            self.clone()
+        }
+    }
+
+    impl Captured {
+        /// What was written, each line without its timestamp.
+        fn lines(&self) -> Vec<String> {
+            let bytes = self.0.lock().map(|bytes| bytes.clone()).unwrap_or_default();
+            String::from_utf8_lossy(&bytes)
+                .lines()
+                .map(|line| line.split_once(' ').map(|(_, rest)| rest.to_owned()).unwrap_or_default())
+                .collect()
+        }
+    }
+
+    /// The events of a request's and an attempt's lines, with every kind of field.
+    fn log_some() {
+        let cost: Option<f64> = Some(0.000_125);
+        let missing: Option<u64> = None;
+        let error = io::Error::other("refused: try later");
+        tracing::info!(
+            request_id = %"req-1",
+            key = "app\"one\"",
+            route = "chat",
+            model = "modèle\t1",
+            retry = false,
+            ttft_ms = Some(21u64),
+            latency_ms = 1042u64,
+            skew = -3i64,
+            missing,
+            cost_usd = cost,
+            r#type = "stream",
+            "request"
+        );
+        tracing::warn!(error = &error as &(dyn std::error::Error + 'static), "cannot accept connections; retrying");
+        tracing::warn!(reason = %"a\nb", "two\nlines \u{1b}[31mred");
+        tracing::error!(threads = 2usize, "{} workers", 2);
+    }
+
+    #[test]
+    fn lines_are_the_default_text_format_without_colour() {
+        let (ours, theirs) = (Captured::default(), Captured::default());
+        let plain = tracing_subscriber::fmt().with_writer(ours.clone()).event_format(PlainLines).finish();
+        tracing::subscriber::with_default(plain, log_some);
+        let default = tracing_subscriber::fmt().with_writer(theirs.clone()).with_ansi(false).finish();
+        tracing::subscriber::with_default(default, log_some);
+        let (ours, theirs) = (ours.lines(), theirs.lines());
+        assert_eq!(ours.len(), 4, "one line an event, whatever its text: {ours:?}");
+        assert_eq!(
+            ours[0],
+            " INFO baton::observe::log_line::tests: request request_id=req-1 key=\"app\\\"one\\\"\" route=\"chat\" model=\"modèle\\t1\" \
+             retry=false ttft_ms=21 latency_ms=1042 skew=-3 cost_usd=0.000125 type=\"stream\""
+        );
+        assert_eq!(ours[0], theirs[0], "the request line");
+        assert_eq!(ours[1], theirs[1], "an error");
+        assert_eq!(
+            ours[1],
+            " WARN baton::observe::log_line::tests: cannot accept connections; retrying error=refused: try later"
+        );
+        assert_eq!(ours[2], " WARN baton::observe::log_line::tests: two\\nlines \\u{1b}[31mred reason=a\\nb");
+        assert_eq!(ours[3], theirs.last().cloned().unwrap_or_default(), "a formatted message");
+    }
+}
