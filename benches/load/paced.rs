@@ -74,6 +74,9 @@ impl Shape {
 /// One path at one level.
 struct Run {
     ttft: Vec<Duration>,
+    /// The first tokens of every answer but each worker's first, whose
+    /// connection was opened for it, with all the others, at the level's start.
+    warm: Vec<Duration>,
     streams: usize,
     failed: usize,
     cpu: f64,
@@ -97,27 +100,30 @@ async fn drive(
         .map(|_| {
             let (client, url, body) = (client.clone(), url.to_owned(), body.clone());
             tokio::spawn(async move {
-                let (mut ttft, mut failed) = (Vec::new(), 0);
+                let (mut ttft, mut warm, mut failed) = (Vec::new(), Vec::new(), 0);
                 while started.elapsed() < length {
+                    let first = ttft.len() + failed == 0;
                     let sent = support::request(&client, &url, &body, super::MARKER);
                     match tokio::time::timeout(REQUEST_TIMEOUT, sent).await {
                         Ok(outcome) if outcome.status == 200 && outcome.body.trim_end().ends_with("data: [DONE]") => {
                             ttft.extend(outcome.first_token);
+                            warm.extend(outcome.first_token.filter(|_| !first));
                         }
                         _ => failed += 1,
                     }
                 }
-                (ttft, failed)
+                (ttft, warm, failed)
             })
         })
         .collect();
     tokio::time::sleep(SAMPLE_AT).await;
     let during = memory(pids, "VmRSS:");
-    let mut run = Run { ttft: Vec::new(), streams: 0, failed: 0, cpu: 0.0, rss_per_stream: None };
+    let mut run = Run { ttft: Vec::new(), warm: Vec::new(), streams: 0, failed: 0, cpu: 0.0, rss_per_stream: None };
     for worker in workers {
-        let (ttft, failed) = worker.await.unwrap_or_default();
+        let (ttft, warm, failed) = worker.await.unwrap_or_default();
         run.streams += ttft.len();
         run.ttft.extend(ttft);
+        run.warm.extend(warm);
         run.failed += failed;
     }
     run.cpu = cpu_seconds(pids) - cpu_before;
@@ -228,6 +234,11 @@ pub async fn run(shape: Shape, gateways: &[Gateway], levels: &[usize], tls: Opti
         shape.gap_ms,
         if tls.is_some() { "behind TLS" } else { "on plain HTTP" }
     );
+    let mut warm_table = String::from(
+        "The same levels without each worker's first answer, whose connection to the gateway (and most of the \
+         gateway's to the provider) was opened for it at the level's start: the first tokens of a steady state.\n\n\
+         | path | concurrent streams | streams | TTFT p50 / p99 (ms) | added p50 / p99 (ms) |\n|---|---|---|---|---|\n",
+    );
     for &level in levels {
         let mut runs: Vec<(&str, Run)> = Vec::new();
         for (gateway, idle) in paths.iter().zip(&idle) {
@@ -248,14 +259,7 @@ pub async fn run(shape: Shape, gateways: &[Gateway], levels: &[usize], tls: Opti
         let nginx = runs.iter().find(|(name, _)| *name == "nginx").map(|(_, run)| per_thousand(run));
         for (name, run) in &runs {
             let (p50, p99) = (quantile_ms(&run.ttft, 0.5), quantile_ms(&run.ttft, 0.99));
-            let added = match direct {
-                Some(direct) if *name != "direct" => format!(
-                    "{:+.1} / {:+.1}",
-                    p50 - quantile_ms(&direct.ttft, 0.5),
-                    p99 - quantile_ms(&direct.ttft, 0.99)
-                ),
-                _ => "—".to_owned(),
-            };
+            let added = added_ms(&run.ttft, direct.filter(|_| *name != "direct").map(|direct| &direct.ttft[..]));
             let (cpu, ratio) = match (*name, nginx) {
                 ("direct", _) => ("—".to_owned(), "—".to_owned()),
                 (_, Some(nginx)) => (format!("{:.2}", per_thousand(run)), format!("{:.2}×", per_thousand(run) / nginx)),
@@ -268,9 +272,30 @@ pub async fn run(shape: Shape, gateways: &[Gateway], levels: &[usize], tls: Opti
                 "| {name} | {level} | {}{failed} | {p50:.1} / {p99:.1} | {added} | {cpu} | {ratio} | {rss} |",
                 run.streams
             );
+            let added = added_ms(&run.warm, direct.filter(|_| *name != "direct").map(|direct| &direct.warm[..]));
+            let _ = writeln!(
+                warm_table,
+                "| {name} | {level} | {} | {:.1} / {:.1} | {added} |",
+                run.warm.len(),
+                quantile_ms(&run.warm, 0.5),
+                quantile_ms(&run.warm, 0.99)
+            );
         }
     }
-    table
+    format!("{table}\n{warm_table}")
+}
+
+/// How much later than `direct`'s the first tokens of `path` came, at p50
+/// and p99; a dash for the direct path itself.
+fn added_ms(path: &[Duration], direct: Option<&[Duration]>) -> String {
+    match direct {
+        Some(direct) => format!(
+            "{:+.1} / {:+.1}",
+            quantile_ms(path, 0.5) - quantile_ms(direct, 0.5),
+            quantile_ms(path, 0.99) - quantile_ms(direct, 0.99)
+        ),
+        None => "—".to_owned(),
+    }
 }
 
 /// Gateway CPU seconds per 1,000 streams answered.
