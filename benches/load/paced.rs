@@ -259,7 +259,9 @@ pub async fn run(shape: Shape, gateways: &[Gateway], levels: &[usize], tls: Opti
         let nginx = runs.iter().find(|(name, _)| *name == "nginx").map(|(_, run)| per_thousand(run));
         for (name, run) in &runs {
             let (p50, p99) = (quantile_ms(&run.ttft, 0.5), quantile_ms(&run.ttft, 0.99));
-            let added = added_ms(&run.ttft, direct.filter(|_| *name != "direct").map(|direct| &direct.ttft[..]));
+            // What this path's first tokens are set against: direct's, unless it is direct.
+            let baseline = direct.filter(|_| *name != "direct");
+            let added = added_ms(&run.ttft, baseline.map(|direct| &direct.ttft[..]));
             let (cpu, ratio) = match (*name, nginx) {
                 ("direct", _) => ("—".to_owned(), "—".to_owned()),
                 (_, Some(nginx)) => (format!("{:.2}", per_thousand(run)), format!("{:.2}×", per_thousand(run) / nginx)),
@@ -272,7 +274,7 @@ pub async fn run(shape: Shape, gateways: &[Gateway], levels: &[usize], tls: Opti
                 "| {name} | {level} | {}{failed} | {p50:.1} / {p99:.1} | {added} | {cpu} | {ratio} | {rss} |",
                 run.streams
             );
-            let added = added_ms(&run.warm, direct.filter(|_| *name != "direct").map(|direct| &direct.warm[..]));
+            let added = added_ms(&run.warm, baseline.map(|direct| &direct.warm[..]));
             let _ = writeln!(
                 warm_table,
                 "| {name} | {level} | {} | {:.1} / {:.1} | {added} |",
