@@ -1,7 +1,7 @@
 //! The HTTP exchange every adapter shares: send, check the status and content
 //! type, turn error bodies into [`ProviderError`]s, then bytes → SSE → decoder.
 
-use std::collections::BTreeMap;
+use std::borrow::Cow;
 use std::fmt::Display;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
@@ -13,6 +13,7 @@ use http::header::{ACCEPT, CONTENT_TYPE, RETRY_AFTER};
 
 use super::client::{Client, ClientError, ResponseBody};
 use super::{Adapter, Counting, Decoder, EventStream, Opener, Opening, ProviderError, ProviderKind, Upstream, sse};
+use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
 use crate::event::{ChatRequest, Event};
@@ -92,6 +93,15 @@ pub(super) fn post_json(
 ) -> Result<http::Request<Bytes>, ProviderError> {
     let body =
         serde_json::to_vec(body).map_err(|err| ProviderError::Request(format!("cannot encode the body: {err}")))?;
+    post_body(url, headers, body)
+}
+
+/// [`post_json`] of a body already encoded.
+fn post_body(
+    url: String,
+    headers: &[(&'static str, &str)],
+    body: Vec<u8>,
+) -> Result<http::Request<Bytes>, ProviderError> {
     headers
         .iter()
         .fold(
@@ -112,21 +122,106 @@ pub(super) fn post_native(
     native: &Native,
     set: &[(&str, serde_json::Value)],
 ) -> Result<http::Request<Bytes>, ProviderError> {
-    let set: Vec<(&str, Box<RawValue>)> = set
-        .iter()
-        .map(|(name, value)| serde_json::value::to_raw_value(value).map(|raw| (*name, raw)))
-        .collect::<Result<_, _>>()
-        .map_err(|err| ProviderError::Request(format!("cannot encode the body: {err}")))?;
-    let mut fields: BTreeMap<String, &RawValue> = serde_json::from_slice(&native.body)
+    let body = splice(&native.body, set)
         .map_err(|err| ProviderError::Request(format!("cannot read the client's body again: {err}")))?;
-    for (name, value) in &set {
-        fields.insert((*name).to_owned(), value);
-    }
-    let mut request = post_json(url, headers, &fields)?;
+    let mut request = post_body(url, headers, body)?;
     for (name, value) in &native.headers {
         request.headers_mut().append(name.clone(), value.clone());
     }
     Ok(request)
+}
+
+/// The JSON object `body` with the fields of `set` written over: the
+/// client's fields in the order sent, each as the bytes it came as, a name
+/// sent twice kept once as its last (as a JSON reader keeps it), then
+/// those of `set`.
+fn splice(body: &[u8], set: &[(&str, serde_json::Value)]) -> Result<Vec<u8>, serde_json::Error> {
+    let Fields(fields) = serde_json::from_slice(body)?;
+    // Each name's last field, found by sorting (a stable sort keeps the
+    // order within a name), so a body of many fields costs no more than its sort.
+    let mut by_name: Vec<usize> = (0..fields.len()).collect();
+    by_name.sort_by(|a, b| fields[*a].0.cmp(&fields[*b].0));
+    let mut kept = vec![false; fields.len()];
+    for (i, index) in by_name.iter().enumerate() {
+        let last = by_name.get(i + 1).is_none_or(|next| fields[*next].0 != fields[*index].0);
+        kept[*index] = last && !set.iter().any(|(name, _)| *name == fields[*index].0);
+    }
+    let mut out = Vec::with_capacity(body.len() + 96);
+    out.push(b'{');
+    for (name, value) in fields.iter().zip(&kept).filter(|(_, kept)| **kept).map(|(field, _)| field) {
+        serde_json::to_writer(&mut out, name.as_ref())?;
+        out.push(b':');
+        out.extend_from_slice(value.get().as_bytes());
+        out.push(b',');
+    }
+    for (name, value) in set {
+        serde_json::to_writer(&mut out, name)?;
+        out.push(b':');
+        serde_json::to_writer(&mut out, value)?;
+        out.push(b',');
+    }
+    match out.last_mut() {
+        Some(last @ b',') => *last = b'}',
+        _ => out.push(b'}'),
+    }
+    Ok(out)
+}
+
+/// A JSON object's top-level fields in the order they came, each value
+/// borrowed as its bytes, each name borrowed unless it held an escape.
+struct Fields<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
+
+impl<'de> Deserialize<'de> for Fields<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(FieldsVisitor)
+    }
+}
+
+/// Reads [`Fields`].
+struct FieldsVisitor;
+
+impl<'de> Visitor<'de> for FieldsVisitor {
+    type Value = Fields<'de>;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+        formatter.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Fields<'de>, A::Error> {
+        let mut fields = Vec::with_capacity(map.size_hint().unwrap_or(8));
+        while let Some(Name(name)) = map.next_key()? {
+            fields.push((name, map.next_value()?));
+        }
+        Ok(Fields(fields))
+    }
+}
+
+/// A field's name, borrowed from the body where it can be.
+struct Name<'a>(Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Name<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_str(NameVisitor)
+    }
+}
+
+/// Reads a [`Name`].
+struct NameVisitor;
+
+impl<'de> Visitor<'de> for NameVisitor {
+    type Value = Name<'de>;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+        formatter.write_str("a field name")
+    }
+
+    fn visit_borrowed_str<E>(self, name: &'de str) -> Result<Name<'de>, E> {
+        Ok(Name(Cow::Borrowed(name)))
+    }
+
+    fn visit_str<E>(self, name: &str) -> Result<Name<'de>, E> {
+        Ok(Name(Cow::Owned(name.to_owned())))
+    }
 }
 
 /// Sends `req` to `upstream` and returns its answer as events. Errors before the
@@ -293,6 +388,36 @@ pub fn parse_retry_after(value: &str) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn spliced(body: &str, set: &[(&str, serde_json::Value)]) -> String {
+        String::from_utf8(splice(body.as_bytes(), set).unwrap_or_default()).unwrap_or_default()
+    }
+
+    #[test]
+    fn a_spliced_body_keeps_the_client_s_fields_as_sent_in_order_with_baton_s_written_over() {
+        let set = [("model", serde_json::json!("m2")), ("stream", serde_json::json!(true))];
+        let body = r#"{ "zeta" : [1, 2.50, "x"], "model":"m1", "a\u0062c":{"k": null}, "stream":false }"#;
+        assert_eq!(spliced(body, &set), r#"{"zeta":[1, 2.50, "x"],"abc":{"k": null},"model":"m2","stream":true}"#);
+        assert_eq!(spliced("{}", &set), r#"{"model":"m2","stream":true}"#);
+        assert_eq!(spliced(r#"{"a":1}"#, &[]), r#"{"a":1}"#);
+        assert_eq!(spliced("{}", &[]), "{}");
+    }
+
+    #[test]
+    fn a_name_sent_twice_is_kept_once_as_its_last_where_it_last_came() {
+        let body = r#"{"a":1,"b":2,"a":3,"c":4,"b":5,"b":6}"#;
+        assert_eq!(spliced(body, &[]), r#"{"a":3,"c":4,"b":6}"#);
+        let many: Vec<String> = (0..20_000).map(|i| format!(r#""k{}":{i}"#, i % 3)).collect();
+        let body = format!("{{{}}}", many.join(","));
+        assert_eq!(spliced(&body, &[]), r#"{"k2":19997,"k0":19998,"k1":19999}"#);
+    }
+
+    #[test]
+    fn a_body_that_is_not_an_object_is_refused() {
+        for body in ["[1]", "\"x\"", "{\"a\":", "{\"a\":1} x", ""] {
+            assert!(splice(body.as_bytes(), &[]).is_err(), "{body}");
+        }
+    }
 
     #[test]
     fn retry_after_reads_seconds_and_dates() {
