@@ -60,13 +60,13 @@ fn write_time(writer: &mut Writer<'_>, now: SystemTime) -> fmt::Result {
         }
         writer.write_str(text)
     })?;
-    let micros = since.subsec_micros();
-    let digits = itoa::Buffer::new().format(micros).len();
+    let mut micros = itoa::Buffer::new();
+    let micros = micros.format(since.subsec_micros());
     writer.write_char('.')?;
-    for _ in digits..6 {
+    for _ in micros.len()..6 {
         writer.write_char('0')?;
     }
-    writer.write_str(itoa::Buffer::new().format(micros))?;
+    writer.write_str(micros)?;
     writer.write_char('Z')
 }
 

@@ -17,7 +17,7 @@ use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
 use crate::event::{ChatRequest, Event};
-use crate::request::Native;
+use crate::request::{Key, Native};
 
 /// How much of an error body is read to explain a failure.
 const ERROR_BODY_LIMIT: usize = 64 * 1024;
@@ -189,38 +189,10 @@ impl<'de> Visitor<'de> for FieldsVisitor {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Fields<'de>, A::Error> {
         let mut fields = Vec::with_capacity(map.size_hint().unwrap_or(8));
-        while let Some(Name(name)) = map.next_key()? {
+        while let Some(Key(name)) = map.next_key()? {
             fields.push((name, map.next_value()?));
         }
         Ok(Fields(fields))
-    }
-}
-
-/// A field's name, borrowed from the body where it can be.
-struct Name<'a>(Cow<'a, str>);
-
-impl<'de> Deserialize<'de> for Name<'de> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_str(NameVisitor)
-    }
-}
-
-/// Reads a [`Name`].
-struct NameVisitor;
-
-impl<'de> Visitor<'de> for NameVisitor {
-    type Value = Name<'de>;
-
-    fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
-        formatter.write_str("a field name")
-    }
-
-    fn visit_borrowed_str<E>(self, name: &'de str) -> Result<Name<'de>, E> {
-        Ok(Name(Cow::Borrowed(name)))
-    }
-
-    fn visit_str<E>(self, name: &str) -> Result<Name<'de>, E> {
-        Ok(Name(Cow::Owned(name.to_owned())))
     }
 }
 

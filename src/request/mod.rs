@@ -13,12 +13,14 @@
 mod chat;
 mod dialect;
 mod field;
+mod key;
 mod message;
 mod tools;
 
 pub use chat::{ChatRequest, DEFAULT_OUTPUT_RESERVE, LimitField};
 pub use dialect::{ClientDialect, Native, ReasoningShown, Setting};
 pub use field::Field;
+pub use key::Key;
 pub use message::{Image, InlineImage, Message, Part, Role, ToolCall};
 pub use tools::{JsonSchema, ResponseFormat, Tool, ToolChoice};
 

@@ -2,7 +2,6 @@
 //! translates, every other key kept as sent, and each error naming the
 //! field by its path (`temperature`, `messages[2].name`).
 
-use std::borrow::Cow;
 use std::marker::PhantomData;
 
 use serde::Deserialize;
@@ -10,6 +9,7 @@ use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visit
 use serde_json::Value;
 
 use super::{WireBody, WireMessage};
+use crate::request::Key;
 
 /// A field's value parsed straight into `T`; its error names the field by
 /// its path (`temperature`, `messages[2].name`).
@@ -36,37 +36,6 @@ impl<'de, T: Deserialize<'de>> DeserializeSeed<'de> for Labeled<T> {
                 None => de::Error::custom(format_args!("`{}`: {err}", self.name)),
             }
         })
-    }
-}
-
-/// A field's name: borrowed from the body, unless it has escapes to undo.
-struct Key<'de>(Cow<'de, str>);
-
-impl<'de> Deserialize<'de> for Key<'de> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_str(KeyVisitor)
-    }
-}
-
-struct KeyVisitor;
-
-impl<'de> Visitor<'de> for KeyVisitor {
-    type Value = Key<'de>;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("a field name")
-    }
-
-    fn visit_borrowed_str<E: de::Error>(self, name: &'de str) -> Result<Key<'de>, E> {
-        Ok(Key(Cow::Borrowed(name)))
-    }
-
-    fn visit_str<E: de::Error>(self, name: &str) -> Result<Key<'de>, E> {
-        Ok(Key(Cow::Owned(name.to_owned())))
-    }
-
-    fn visit_string<E: de::Error>(self, name: String) -> Result<Key<'de>, E> {
-        Ok(Key(Cow::Owned(name)))
     }
 }
 
