@@ -23,7 +23,9 @@
 //! default, and `paced`, only when named: see `load/paced.rs`); `BATON_BENCH_STORE=none`
 //! runs baton without its request log; `BATON_BENCH_GATEWAY` names
 //! another `baton` binary to run as the gateway, so two builds are compared
-//! back to back against the same providers and load generator.
+//! back to back against the same providers and load generator;
+//! `BATON_BENCH_PIN=1` runs the gateway under test on a core of its own
+//! (`load/pin.rs`); `BATON_BENCH_BATON_FIRST=1` runs baton before nginx.
 //!
 //! Every process is started here: `baton mock` for the providers, `baton serve`,
 //! Debian's `nginx` (installed with apt when missing) and `litellm[proxy]`
@@ -42,6 +44,8 @@ mod gateways;
 mod measure;
 #[path = "load/paced.rs"]
 mod paced;
+#[path = "load/pin.rs"]
+mod pin;
 #[path = "load/process.rs"]
 mod process;
 mod support;
@@ -137,6 +141,7 @@ fn main() {
     let started = Instant::now();
     let levels: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
     let levels = if levels.is_empty() { vec![1, 100, 1000, 9000] } else { levels };
+    pin::pin_self();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     runtime.block_on(async {
         let (_fast_mock, fast) = mock(TOKENS, &["--first-token-ms", "0", "--gap-ms", "0"]).await;
@@ -186,6 +191,14 @@ fn main() {
             process: Some(baton),
             token: bench_key(),
         });
+        // nginx runs before baton at each level, unless `BATON_BENCH_BATON_FIRST=1`
+        // asks for the other order, to see what running after the other costs.
+        if std::env::var("BATON_BENCH_BATON_FIRST").as_deref() == Ok("1") {
+            let at = |name: &str| gateways.iter().position(|g| g.name == name);
+            if let (Some(nginx), Some(baton)) = (at("nginx"), at("baton")) {
+                gateways.swap(nginx, baton);
+            }
+        }
         // LiteLLM last: it works off its backlog long after a run ends.
         if std::env::var("BATON_BENCH_LITELLM").as_deref() != Ok("0") {
             match litellm(fast, slow, flaky).await {

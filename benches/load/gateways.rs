@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::process::{Child, Command};
 
 use super::process::with_children;
-use super::{LITELLM_KEY, MARKER, baton_bin, gateway_bin, paced, root, scratch};
+use super::{LITELLM_KEY, MARKER, baton_bin, gateway_bin, paced, pin, root, scratch};
 
 /// One way to reach the providers.
 pub(super) struct Gateway {
@@ -76,7 +76,7 @@ pub(super) async fn nginx(
     let dir = scratch().join("nginx");
     std::fs::create_dir_all(dir.join("logs")).ok()?;
     let conf = format!(
-        "worker_processes auto;\npid {dir}/nginx.pid;\nerror_log {dir}/logs/error.log warn;\nworker_rlimit_nofile 20000;\n\
+        "worker_processes {workers};\npid {dir}/nginx.pid;\nerror_log {dir}/logs/error.log warn;\nworker_rlimit_nofile 20000;\n\
          events {{ worker_connections 20000; }}\n\
          http {{\n  access_log off;\n  client_body_temp_path {dir}/body;\n  proxy_temp_path {dir}/proxy;\n\
          upstream fast {{ server {fast}; keepalive 1024; }}\n  upstream slow {{ server {slow}; keepalive 1024; }}\n\
@@ -88,6 +88,7 @@ pub(super) async fn nginx(
          {tls}\
          }}\n}}\n",
         dir = dir.display(),
+        workers = pin::nginx_workers(),
         tls = tls.map(|front| format!(
             "location /paced-tls/ {{ proxy_pass https://paced_tls/; proxy_http_version 1.1; proxy_set_header Connection \"\"; \
              proxy_buffering off; proxy_cache off; proxy_ssl_verify on; proxy_ssl_trusted_certificate {ca}; \
@@ -104,7 +105,7 @@ pub(super) async fn nginx(
         None => conf,
     };
     std::fs::write(dir.join("nginx.conf"), conf).ok()?;
-    let mut command = Command::new(which("nginx")?);
+    let mut command = pin::command(which("nginx")?);
     command.args(["-g", "daemon off;", "-c"]).arg(dir.join("nginx.conf"));
     let child = spawn_quiet(&mut command)?;
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().ok()?;
@@ -148,7 +149,7 @@ pub(super) async fn litellm(fast: SocketAddr, slow: SocketAddr, flaky: SocketAdd
     );
     let path = scratch().join("litellm.yaml");
     std::fs::write(&path, config).ok()?;
-    let mut command = Command::new(bin);
+    let mut command = pin::command(bin);
     command
         .args(["--config"])
         .arg(&path)
@@ -193,7 +194,9 @@ pub(super) async fn start_baton(args: &[&str]) -> (Child, SocketAddr) {
     let nth = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let log = scratch().join(format!("{}-{}-{nth}.log", args[0], std::process::id()));
     let file = std::fs::File::create(&log).expect("a log file in the scratch folder");
-    let mut child = Command::new(binary)
+    // The gateway on its core when pinning; the simulated providers with the load generator.
+    let mut command = if args[0] == "serve" { pin::command(binary) } else { Command::new(binary) };
+    let mut child = command
         .args(args)
         .env("RUST_LOG", "warn,baton=info")
         .stdout(Stdio::null())
