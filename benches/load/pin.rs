@@ -10,34 +10,35 @@ use std::sync::OnceLock;
 
 use tokio::process::Command;
 
-/// The cores the gateways run on and the ones everything else runs on,
-/// when pinning is asked for and there are at least two cores. Counted
-/// once, before [`pin_self`] narrows what this process may use.
-fn cores() -> Option<(String, String)> {
-    static CORES: OnceLock<Option<(String, String)>> = OnceLock::new();
-    CORES
-        .get_or_init(|| {
-            if std::env::var("BATON_BENCH_PIN").as_deref() != Ok("1") {
-                return None;
-            }
-            let count = std::thread::available_parallelism().ok()?.get();
-            (count >= 2).then(|| ((count - 1).to_string(), format!("0-{}", count - 2)))
-        })
-        .clone()
-}
+/// The core the gateways run on, once [`pin_self`] has put everything
+/// else on the others; unset when pinning was not asked for or failed, so
+/// nothing is pinned on one side only.
+static GATEWAY_CORE: OnceLock<String> = OnceLock::new();
 
-/// Pins this process to the cores that are not the gateway's, so every
-/// thread and process it starts from now on runs there unless started
-/// with [`command`]. Call it before any other thread starts.
+/// When `BATON_BENCH_PIN=1` and there are at least two cores: pins this
+/// process to every core but the last, so every thread and process it
+/// starts from now on runs there unless started with [`command`], which
+/// puts it on the last. Call it before any other thread starts.
 pub(super) fn pin_self() {
-    let Some((gateway, rest)) = cores() else { return };
+    if std::env::var("BATON_BENCH_PIN").as_deref() != Ok("1") {
+        return;
+    }
+    let count = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    if count < 2 {
+        eprintln!("BATON_BENCH_PIN: one core only; nothing is pinned");
+        return;
+    }
+    let (gateway, rest) = ((count - 1).to_string(), format!("0-{}", count - 2));
     let pid = std::process::id().to_string();
     let pinned = std::process::Command::new("taskset")
         .args(["-a", "-p", "-c", &rest, &pid])
         .stdout(std::process::Stdio::null())
         .status();
     match pinned {
-        Ok(status) if status.success() => eprintln!("pinned: the gateways on core {gateway}, the rest on {rest}"),
+        Ok(status) if status.success() => {
+            eprintln!("pinned: the gateways on core {gateway}, the rest on {rest}");
+            let _ = GATEWAY_CORE.set(gateway);
+        }
         _ => eprintln!("BATON_BENCH_PIN: taskset failed; nothing is pinned"),
     }
 }
@@ -46,10 +47,10 @@ pub(super) fn pin_self() {
 /// pinning, as is otherwise. A process it starts (nginx's workers) stays
 /// on that core.
 pub(super) fn command(program: impl AsRef<OsStr>) -> Command {
-    match cores() {
-        Some((gateway, _)) => {
+    match GATEWAY_CORE.get() {
+        Some(gateway) => {
             let mut command = Command::new("taskset");
-            command.args(["-c", &gateway]).arg(program);
+            command.args(["-c", gateway]).arg(program);
             command
         }
         None => Command::new(program),
@@ -60,5 +61,5 @@ pub(super) fn command(program: impl AsRef<OsStr>) -> Command {
 /// baton's workers are. nginx 1.22's `auto` counts every core online,
 /// whatever the process may run on.
 pub(super) fn nginx_workers() -> &'static str {
-    if cores().is_some() { "1" } else { "auto" }
+    if GATEWAY_CORE.get().is_some() { "1" } else { "auto" }
 }
