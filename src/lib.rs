@@ -15,6 +15,7 @@ pub mod mock;
 pub mod observe;
 pub mod ops;
 pub mod providers;
+pub mod random_id;
 pub mod request;
 pub mod resilience;
 pub mod state;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use axum::body::Body;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
@@ -181,25 +181,29 @@ fn failed(state: &AppState, route: &Route, watch: &mut RequestWatch, err: &Proxy
     watch.failed(err.kind(), err.status(), tried);
 }
 
+/// The headers that say who answered, named once: a name given as text is
+/// parsed again for every response.
+const PROVIDER: HeaderName = HeaderName::from_static("x-baton-provider");
+const MODEL: HeaderName = HeaderName::from_static("x-baton-model");
+const ATTEMPTS: HeaderName = HeaderName::from_static("x-baton-attempts");
+const DROPPED_PARAMS: HeaderName = HeaderName::from_static("x-baton-dropped-params");
+
 /// Says who answered: the provider, its model, the attempts it took, and
 /// the fields of the request that were dropped on the way.
 fn winner_headers(headers: &mut HeaderMap, winner: &Winner) {
-    let values = [
-        ("x-baton-provider", winner.provider.to_string()),
-        ("x-baton-model", winner.model.clone()),
-        ("x-baton-attempts", winner.attempts.to_string()),
-    ];
-    for (name, value) in values {
-        if let Ok(value) = HeaderValue::from_str(&value) {
-            headers.insert(name, value);
-        }
+    if let Ok(value) = HeaderValue::from_str(&winner.provider) {
+        headers.insert(PROVIDER, value);
     }
+    if let Ok(value) = HeaderValue::from_str(&winner.model) {
+        headers.insert(MODEL, value);
+    }
+    headers.insert(ATTEMPTS, HeaderValue::from(winner.attempts));
     // Field names are the client's JSON keys: anything a header cannot carry becomes `?`.
     let dropped: String =
         winner.dropped.join(", ").chars().map(|c| if c == ' ' || c.is_ascii_graphic() { c } else { '?' }).collect();
     if !dropped.is_empty()
         && let Ok(value) = HeaderValue::from_str(&dropped)
     {
-        headers.insert("x-baton-dropped-params", value);
+        headers.insert(DROPPED_PARAMS, value);
     }
 }

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, HeaderValue};
+use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use axum::middleware::Next;
 use axum::response::Response;
 
@@ -21,7 +21,7 @@ use crate::observe::traces::TraceStart;
 use crate::store::Recording;
 
 /// The header that carries the request id, both ways.
-const REQUEST_ID: &str = "x-request-id";
+const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// What the edge knows of a request before it has a route, shared with the
 /// checks and the handler inside: its id, its connection's stall signal,
@@ -107,10 +107,10 @@ pub(super) async fn edge<D: Dialect>(State(state): State<AppState>, mut request:
 
 /// The client's `x-request-id` when it is a sane token, or a new one.
 fn request_id(headers: &HeaderMap) -> Arc<str> {
-    let given = headers.get(REQUEST_ID).and_then(|value| value.to_str().ok());
+    let given = headers.get(&REQUEST_ID).and_then(|value| value.to_str().ok());
     match given.filter(|id| !id.is_empty() && id.len() <= 128 && id.bytes().all(|b| b.is_ascii_graphic())) {
         Some(id) => Arc::from(id),
-        None => Arc::from(format!("req_{:016x}", fastrand::u64(..))),
+        None => Arc::from(crate::random_id::random_id("req_", 1)),
     }
 }
 

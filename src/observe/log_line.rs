@@ -28,20 +28,41 @@ where
     S: Subscriber + for<'a> LookupSpan<'a>,
     N: for<'a> FormatFields<'a> + 'static,
 {
-    fn format_event(&self, _: &FmtContext<'_, S, N>, mut writer: Writer<'_>, event: &Event<'_>) -> fmt::Result {
-        write_time(&mut writer, SystemTime::now())?;
-        let meta = event.metadata();
-        writer.write_str(level(*meta.level()))?;
-        writer.write_str(meta.target())?;
-        writer.write_str(": ")?;
-        let mut fields = Fields { line: writer.by_ref(), first: true, result: Ok(()) };
-        event.record(&mut fields);
-        fields.result?;
-        writer.write_char('\n')
+    /// The line is put together in a string of this thread's and handed to
+    /// `writer` whole: `writer` passes each piece through a `dyn Write`.
+    fn format_event(&self, _: &FmtContext<'_, S, N>, writer: Writer<'_>, event: &Event<'_>) -> fmt::Result {
+        LINE.with(|line| match line.try_borrow_mut() {
+            Ok(mut line) => write_line(&mut line, event, writer),
+            // An event logged while a field of another is written gets a string of its own.
+            Err(_) => write_line(&mut String::new(), event, writer),
+        })
     }
 }
 
+/// Writes `event`'s line into `line`, then the line to `writer`.
+fn write_line(line: &mut String, event: &Event<'_>, mut writer: Writer<'_>) -> fmt::Result {
+    line.clear();
+    write_time(line, SystemTime::now());
+    let meta = event.metadata();
+    line.push_str(level(*meta.level()));
+    line.push_str(meta.target());
+    line.push_str(": ");
+    event.record(&mut Fields { line, first: true });
+    line.push('\n');
+    let written = writer.write_str(line);
+    // One long line does not keep its room on the thread.
+    if line.capacity() > KEPT_LINE_BYTES {
+        *line = String::new();
+    }
+    written
+}
+
+/// The room a thread's line keeps between lines.
+const KEPT_LINE_BYTES: usize = 16 * 1024;
+
 thread_local! {
+    /// The line being written on this thread.
+    static LINE: RefCell<String> = const { RefCell::new(String::new()) };
     /// The last second a line on this thread was written in, and its
     /// date and time, `YYYY-MM-DDTHH:MM:SS`.
     static SECOND: RefCell<(u64, String)> = const { RefCell::new((0, String::new())) };
@@ -49,34 +70,33 @@ thread_local! {
 
 /// `now` in UTC, to the microsecond, as the default format writes it:
 /// `2026-12-05T12:26:07.821779Z`.
-fn write_time(writer: &mut Writer<'_>, now: SystemTime) -> fmt::Result {
+fn write_time(line: &mut String, now: SystemTime) {
     let since = now.duration_since(UNIX_EPOCH).unwrap_or_default();
     let second = since.as_secs();
     SECOND.with_borrow_mut(|(cached, text)| {
         if *cached != second || text.is_empty() {
             text.clear();
-            write_second(text, second)?;
+            write_second(text, second);
             *cached = second;
         }
-        writer.write_str(text)
-    })?;
+        line.push_str(text);
+    });
     let mut micros = itoa::Buffer::new();
     let micros = micros.format(since.subsec_micros());
-    writer.write_char('.')?;
-    for _ in micros.len()..6 {
-        writer.write_char('0')?;
-    }
-    writer.write_str(micros)?;
-    writer.write_char('Z')
+    line.push('.');
+    line.extend(std::iter::repeat_n('0', 6 - micros.len().min(6)));
+    line.push_str(micros);
+    line.push('Z');
 }
 
 /// The UTC date and time of the Unix `second`, to the second.
-fn write_second(text: &mut String, second: u64) -> fmt::Result {
+fn write_second(text: &mut String, second: u64) {
     let time = i64::try_from(second)
         .ok()
         .and_then(|second| time::OffsetDateTime::from_unix_timestamp(second).ok())
         .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
-    write!(
+    // Writing to a `String` cannot fail.
+    let _ = write!(
         text,
         "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
         time.year(),
@@ -85,7 +105,7 @@ fn write_second(text: &mut String, second: u64) -> fmt::Result {
         time.hour(),
         time.minute(),
         time.second()
-    )
+    );
 }
 
 /// The level between its spaces, padded to five letters as the default
@@ -105,83 +125,78 @@ fn level(level: Level) -> &'static str {
 /// characters (a newline, an escape sequence) are escaped everywhere, so
 /// one event stays one line and nothing in it colours a terminal.
 struct Fields<'a> {
-    line: Writer<'a>,
+    line: &'a mut String,
     first: bool,
-    result: fmt::Result,
 }
 
 impl Fields<'_> {
-    /// Writes one field, `value` writing its value; nothing after an error.
-    fn field(&mut self, field: &Field, value: impl FnOnce(&mut Writer<'_>) -> fmt::Result) {
-        if self.result.is_ok() {
-            self.result = self.write(field, value);
-        }
-    }
-
-    fn write(&mut self, field: &Field, value: impl FnOnce(&mut Writer<'_>) -> fmt::Result) -> fmt::Result {
+    /// Starts a field: the space before it, and its name unless it is the message.
+    fn name(&mut self, field: &Field) -> &mut String {
         if !std::mem::take(&mut self.first) {
-            self.line.write_char(' ')?;
+            self.line.push(' ');
         }
         let name = field.name();
         if name != "message" {
-            self.line.write_str(name.strip_prefix("r#").unwrap_or(name))?;
-            self.line.write_char('=')?;
+            self.line.push_str(name.strip_prefix("r#").unwrap_or(name));
+            self.line.push('=');
         }
-        value(&mut self.line)
+        self.line
     }
 }
 
+// Writing to a `String` cannot fail: the results of `write!` below are
+// ignored for that reason.
 impl Visit for Fields<'_> {
     fn record_str(&mut self, field: &Field, value: &str) {
+        let line = self.name(field);
         if field.name() == "message" {
-            self.field(field, |line| Escaping(line).write_str(value));
+            let _ = Escaping(line).write_str(value);
         } else if value.bytes().all(|byte| matches!(byte, b' '..=b'~') && byte != b'"' && byte != b'\\') {
             // What `Debug` would write, without its walk through each character.
-            self.field(field, |line| {
-                line.write_char('"')?;
-                line.write_str(value)?;
-                line.write_char('"')
-            });
+            line.push('"');
+            line.push_str(value);
+            line.push('"');
         } else {
             // `Debug` quotes a string and escapes its control characters.
-            self.field(field, |line| write!(line, "{value:?}"));
+            let _ = write!(line, "{value:?}");
         }
     }
 
     fn record_u64(&mut self, field: &Field, value: u64) {
-        self.field(field, |line| line.write_str(itoa::Buffer::new().format(value)));
+        self.name(field).push_str(itoa::Buffer::new().format(value));
     }
 
     fn record_i64(&mut self, field: &Field, value: i64) {
-        self.field(field, |line| line.write_str(itoa::Buffer::new().format(value)));
+        self.name(field).push_str(itoa::Buffer::new().format(value));
     }
 
     fn record_bool(&mut self, field: &Field, value: bool) {
-        self.field(field, |line| line.write_str(if value { "true" } else { "false" }));
+        self.name(field).push_str(if value { "true" } else { "false" });
     }
 
     fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
-        self.field(field, |line| write!(Escaping(line), "{value}"));
+        let _ = write!(Escaping(self.name(field)), "{value}");
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        self.field(field, |line| write!(Escaping(line), "{value:?}"));
+        let _ = write!(Escaping(self.name(field)), "{value:?}");
     }
 }
 
 /// Passes text on with each control character written as its escape.
-struct Escaping<'a, 'b>(&'a mut Writer<'b>);
+struct Escaping<'a>(&'a mut String);
 
-impl Write for Escaping<'_, '_> {
+impl Write for Escaping<'_> {
     fn write_str(&mut self, text: &str) -> fmt::Result {
         let mut rest = text;
         while let Some(at) = rest.find(char::is_control) {
-            self.0.write_str(&rest[..at])?;
+            self.0.push_str(&rest[..at]);
             let control = rest[at..].chars().next().unwrap_or_default();
-            write!(self.0, "{}", control.escape_default())?;
+            self.0.extend(control.escape_default());
             rest = &rest[at + control.len_utf8()..];
         }
-        self.0.write_str(rest)
+        self.0.push_str(rest);
+        Ok(())
     }
 }
 
@@ -253,7 +268,7 @@ mod tests {
     /// What [`write_time`] writes for `now`.
     fn time_of(now: SystemTime) -> String {
         let mut text = String::new();
-        let _ = write_time(&mut Writer::new(&mut text), now);
+        write_time(&mut text, now);
         text
     }
 
@@ -279,6 +294,45 @@ mod tests {
             assert_eq!(ours.len(), theirs.len(), "{ours} against {theirs}");
             assert!(ours <= theirs && theirs <= after, "{ours} <= {theirs} <= {after}");
         }
+    }
+
+    /// A value whose `Debug` logs an event of its own.
+    struct Chatty;
+
+    impl fmt::Debug for Chatty {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            tracing::info!(inner = 1u64, "logged while formatting");
+            f.write_str("chatty")
+        }
+    }
+
+    #[test]
+    fn an_event_logged_while_a_line_is_written_leaves_that_line_whole() {
+        let captured = Captured::default();
+        let plain = tracing_subscriber::fmt().with_writer(captured.clone()).event_format(PlainLines).finish();
+        tracing::subscriber::with_default(plain, || {
+            tracing::info!(value = ?Chatty, "outer");
+            tracing::info!(after = 2u64, "then");
+        });
+        let lines = captured.lines();
+        // tracing drops an event sent while it dispatches another; if one got
+        // through, it would be a line of its own.
+        let inner: Vec<_> = lines.iter().filter(|line| line.contains("logged while")).collect();
+        assert!(inner.iter().all(|line| line.ends_with("logged while formatting inner=1")), "{lines:?}");
+        let outer: Vec<_> = lines.iter().filter(|line| !line.contains("logged while")).collect();
+        assert_eq!(outer.len(), 2, "{lines:?}");
+        assert!(outer[0].ends_with("tests: outer value=chatty"), "{lines:?}");
+        assert!(outer[1].ends_with("tests: then after=2"), "{lines:?}");
+    }
+
+    #[test]
+    fn a_long_line_is_written_whole_and_its_room_not_kept() {
+        let captured = Captured::default();
+        let plain = tracing_subscriber::fmt().with_writer(captured.clone()).event_format(PlainLines).finish();
+        let long = "x".repeat(3 * KEPT_LINE_BYTES);
+        tracing::subscriber::with_default(plain, || tracing::info!(long = long.as_str(), "long"));
+        assert!(captured.lines()[0].ends_with(&format!("long long=\"{long}\"")));
+        assert!(LINE.with_borrow(String::capacity) <= KEPT_LINE_BYTES);
     }
 
     #[test]

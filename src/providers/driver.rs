@@ -120,7 +120,7 @@ pub(super) fn post_native(
     url: String,
     headers: &[(&'static str, &str)],
     native: &Native,
-    set: &[(&str, serde_json::Value)],
+    set: &[(&str, Set<'_>)],
 ) -> Result<http::Request<Bytes>, ProviderError> {
     let body = splice(&native.body, set)
         .map_err(|err| ProviderError::Request(format!("cannot read the client's body again: {err}")))?;
@@ -131,11 +131,21 @@ pub(super) fn post_native(
     Ok(request)
 }
 
+/// A field baton writes over the client's in a body it sends as the client
+/// wrote it: no JSON tree is built for it, as every attempt writes some.
+#[derive(Clone, Copy)]
+pub(super) enum Set<'a> {
+    /// A JSON string of this text (the target's model).
+    Str(&'a str),
+    /// This JSON, written as it is: `true`, `{"include_usage":true}`.
+    Json(&'static str),
+}
+
 /// The JSON object `body` with the fields of `set` written over: the
 /// client's fields in the order sent, each as the bytes it came as, a name
 /// sent twice kept once as its last (as a JSON reader keeps it), then
 /// those of `set`.
-fn splice(body: &[u8], set: &[(&str, serde_json::Value)]) -> Result<Vec<u8>, serde_json::Error> {
+fn splice(body: &[u8], set: &[(&str, Set<'_>)]) -> Result<Vec<u8>, serde_json::Error> {
     let Fields(fields) = serde_json::from_slice(body)?;
     // Each name's last field, found by sorting (a stable sort keeps the
     // order within a name), so a body of many fields costs no more than its sort.
@@ -157,7 +167,10 @@ fn splice(body: &[u8], set: &[(&str, serde_json::Value)]) -> Result<Vec<u8>, ser
     for (name, value) in set {
         serde_json::to_writer(&mut out, name)?;
         out.push(b':');
-        serde_json::to_writer(&mut out, value)?;
+        match value {
+            Set::Str(text) => serde_json::to_writer(&mut out, text)?,
+            Set::Json(json) => out.extend_from_slice(json.as_bytes()),
+        }
         out.push(b',');
     }
     match out.last_mut() {
@@ -361,16 +374,16 @@ pub fn parse_retry_after(value: &str) -> Option<Duration> {
 mod tests {
     use super::*;
 
-    fn spliced(body: &str, set: &[(&str, serde_json::Value)]) -> String {
+    fn spliced(body: &str, set: &[(&str, Set<'_>)]) -> String {
         String::from_utf8(splice(body.as_bytes(), set).unwrap_or_default()).unwrap_or_default()
     }
 
     #[test]
     fn a_spliced_body_keeps_the_client_s_fields_as_sent_in_order_with_baton_s_written_over() {
-        let set = [("model", serde_json::json!("m2")), ("stream", serde_json::json!(true))];
+        let set = [("model", Set::Str("m\"2")), ("stream", Set::Json("true"))];
         let body = r#"{ "zeta" : [1, 2.50, "x"], "model":"m1", "a\u0062c":{"k": null}, "stream":false }"#;
-        assert_eq!(spliced(body, &set), r#"{"zeta":[1, 2.50, "x"],"abc":{"k": null},"model":"m2","stream":true}"#);
-        assert_eq!(spliced("{}", &set), r#"{"model":"m2","stream":true}"#);
+        assert_eq!(spliced(body, &set), r#"{"zeta":[1, 2.50, "x"],"abc":{"k": null},"model":"m\"2","stream":true}"#);
+        assert_eq!(spliced("{}", &set), r#"{"model":"m\"2","stream":true}"#);
         assert_eq!(spliced(r#"{"a":1}"#, &[]), r#"{"a":1}"#);
         assert_eq!(spliced("{}", &[]), "{}");
     }

@@ -124,6 +124,19 @@ pub struct Upstream<'a> {
     pub egress: &'a client::Egress,
 }
 
+impl Upstream<'_> {
+    /// The address of `path` (`/chat/completions`) under the base URL.
+    /// Joined rather than formatted: every attempt makes one.
+    pub fn url(&self, path: &str) -> String {
+        [self.base_url.trim_end_matches('/'), path].concat()
+    }
+
+    /// The key as an `Authorization` bearer value, if there is a key.
+    pub fn bearer(&self) -> Option<String> {
+        self.api_key.map(|key| ["Bearer ", key].concat())
+    }
+}
+
 /// What opening an answer comes to: its events, or why there are none.
 pub type Opening<'a> = Pin<Box<dyn Future<Output = Result<EventStream, ProviderError>> + Send + 'a>>;
 

@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 use super::Options;
 use crate::dialect::sse::{put_json_str, write_named};
 use crate::event::{Event, FinishReason, Logprobs, ToolCallDelta, Usage};
+use crate::random_id::random_id;
 use fields::{ARGUMENTS_DELTA, DeltaKind, Done, ItemDone, PartAt, Tagged, Wrapped};
 
 /// The output item being written.
@@ -61,7 +62,7 @@ impl ResponseEncoder {
     pub fn new(model: &str, options: Options) -> Self {
         let created_at = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
         ResponseEncoder {
-            id: new_id("resp"),
+            id: random_id("resp_", 2),
             created_at,
             model: model.to_owned(),
             options,
@@ -170,12 +171,12 @@ impl ResponseEncoder {
         }
         self.close(out);
         let open = match event {
-            Event::Text(_) => Open::Message { id: new_id("msg"), text: String::new(), logprobs: Vec::new() },
+            Event::Text(_) => Open::Message { id: random_id("msg_", 2), text: String::new(), logprobs: Vec::new() },
             Event::Reasoning(_) | Event::Signature(_) => {
-                Open::Reasoning { id: new_id("rs"), text: String::new(), encrypted: None }
+                Open::Reasoning { id: random_id("rs_", 2), text: String::new(), encrypted: None }
             }
             Event::ToolCall(call) => Open::Call {
-                id: new_id("fc"),
+                id: random_id("fc_", 2),
                 index: call.index,
                 call_id: call.id.clone().unwrap_or_default(),
                 name: call.name.clone().unwrap_or_default(),
@@ -314,11 +315,6 @@ fn text_part(text: String, logprobs: &[Logprobs]) -> Value {
     part["logprobs"] = Value::Array(entries.collect());
     part["text"] = Value::String(text);
     part
-}
-
-/// A fresh id with the API's prefix for its kind (`resp`, `msg`, `fc`, `rs`).
-fn new_id(prefix: &str) -> String {
-    format!("{prefix}_{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..))
 }
 
 /// The fields after `sequence_number` that every delta of one item repeats:

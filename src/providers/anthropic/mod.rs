@@ -6,7 +6,8 @@ mod decode;
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
-use super::{Adapter, Decoder, ProviderError, Upstream, driver};
+use super::driver::{self, Set};
+use super::{Adapter, Decoder, ProviderError, Upstream};
 use crate::request::{
     ChatRequest, ClientDialect, Field, LimitField, Native, Part, ResponseFormat, Role, Tool, ToolChoice,
 };
@@ -25,7 +26,7 @@ pub struct Anthropic;
 
 impl Adapter for Anthropic {
     fn request(&self, upstream: Upstream<'_>, req: &ChatRequest) -> Result<http::Request<Bytes>, ProviderError> {
-        let url = format!("{}/v1/messages", upstream.base_url.trim_end_matches('/'));
+        let url = upstream.url("/v1/messages");
         if let Some(native) = req.native_in(ClientDialect::Messages) {
             return native_request(url, upstream, native);
         }
@@ -46,8 +47,8 @@ impl Adapter for Anthropic {
         req: &ChatRequest,
     ) -> Option<Result<http::Request<Bytes>, ProviderError>> {
         let native = req.native_in(ClientDialect::Messages)?;
-        let url = format!("{}/v1/messages/count_tokens", upstream.base_url.trim_end_matches('/'));
-        Some(driver::post_native(url, &api_headers(upstream, native), native, &[("model", json!(upstream.model))]))
+        let url = upstream.url("/v1/messages/count_tokens");
+        Some(driver::post_native(url, &api_headers(upstream, native), native, &[("model", Set::Str(upstream.model))]))
     }
 
     fn is_context_length(&self, message: &str) -> bool {
@@ -69,7 +70,7 @@ impl Adapter for Anthropic {
 /// (else baton's version), so beta fields, `cache_control`, thinking
 /// signatures and fields baton has never heard of all arrive.
 fn native_request(url: String, upstream: Upstream<'_>, native: &Native) -> Result<http::Request<Bytes>, ProviderError> {
-    let set = [("model", json!(upstream.model)), ("stream", json!(true))];
+    let set = [("model", Set::Str(upstream.model)), ("stream", Set::Json("true"))];
     driver::post_native(url, &api_headers(upstream, native), native, &set)
 }
 

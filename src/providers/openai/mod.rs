@@ -8,7 +8,8 @@ use bytes::Bytes;
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Value, json};
 
-use super::{Adapter, Decoder, ProviderError, Upstream, driver};
+use super::driver::{self, Set};
+use super::{Adapter, Decoder, ProviderError, Upstream};
 use crate::request::{
     ChatRequest, ClientDialect, Field, LimitField, Message, Part, ResponseFormat, Role, Setting, Tool, ToolChoice,
 };
@@ -18,8 +19,8 @@ pub struct OpenAi;
 
 impl Adapter for OpenAi {
     fn request(&self, upstream: Upstream<'_>, req: &ChatRequest) -> Result<http::Request<Bytes>, ProviderError> {
-        let url = format!("{}/chat/completions", upstream.base_url.trim_end_matches('/'));
-        let bearer = upstream.api_key.map(|key| format!("Bearer {key}"));
+        let url = upstream.url("/chat/completions");
+        let bearer = upstream.bearer();
         let headers: Vec<_> = bearer.iter().map(|value| ("authorization", value.as_str())).collect();
         match req.native_in(ClientDialect::ChatCompletions) {
             Some(native) => driver::post_native(url, &headers, native, &native_settings(upstream.model)),
@@ -51,8 +52,12 @@ impl Adapter for OpenAi {
 /// What baton sets in a Chat Completions body it sends as the client wrote
 /// it: the target's model, streaming, and usage at the end of the stream,
 /// which baton counts whether or not the client asked to see it.
-fn native_settings(model: &str) -> [(&'static str, Value); 3] {
-    [("model", json!(model)), ("stream", json!(true)), ("stream_options", json!({ "include_usage": true }))]
+fn native_settings(model: &str) -> [(&'static str, Set<'_>); 3] {
+    [
+        ("model", Set::Str(model)),
+        ("stream", Set::Json("true")),
+        ("stream_options", Set::Json(r#"{"include_usage":true}"#)),
+    ]
 }
 
 /// The fields and parts of a request of another dialect that have no Chat

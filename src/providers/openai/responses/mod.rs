@@ -9,7 +9,8 @@ use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
 use super::{asks_nothing, effort_for_budget};
-use crate::providers::{Adapter, Decoder, ProviderError, Upstream, driver};
+use crate::providers::driver::{self, Set};
+use crate::providers::{Adapter, Decoder, ProviderError, Upstream};
 use crate::request::{ChatRequest, ClientDialect, Field, Message, Part, ResponseFormat, Role, Setting, ToolChoice};
 
 /// The Responses adapter.
@@ -17,12 +18,13 @@ pub struct OpenAiResponses;
 
 impl Adapter for OpenAiResponses {
     fn request(&self, upstream: Upstream<'_>, req: &ChatRequest) -> Result<http::Request<Bytes>, ProviderError> {
-        let url = format!("{}/responses", upstream.base_url.trim_end_matches('/'));
-        let bearer = upstream.api_key.map(|key| format!("Bearer {key}"));
+        let url = upstream.url("/responses");
+        let bearer = upstream.bearer();
         let headers: Vec<_> = bearer.iter().map(|value| ("authorization", value.as_str())).collect();
         match req.native_in(ClientDialect::Responses) {
             Some(native) => {
-                let set = [("model", json!(upstream.model)), ("stream", json!(true)), ("store", json!(false))];
+                let set =
+                    [("model", Set::Str(upstream.model)), ("stream", Set::Json("true")), ("store", Set::Json("false"))];
                 driver::post_native(url, &headers, native, &set)
             }
             None => driver::post_json(url, &headers, &body(upstream.model, req)),
