@@ -10,6 +10,7 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt, TryStreamExt};
 use http::header::{ACCEPT, CONTENT_TYPE, RETRY_AFTER};
+use http::{HeaderName, HeaderValue, Method};
 
 use super::client::{Client, ClientError, ResponseBody};
 use super::{Adapter, Counting, Decoder, EventStream, Opener, Opening, ProviderError, ProviderKind, Upstream, sse};
@@ -88,7 +89,7 @@ async fn count_tokens(
 /// carry, which config validation already refuses.
 pub(super) fn post_json(
     url: String,
-    headers: &[(&'static str, &str)],
+    headers: &[(HeaderName, &str)],
     body: &impl serde::Serialize,
 ) -> Result<http::Request<Bytes>, ProviderError> {
     let body =
@@ -99,17 +100,23 @@ pub(super) fn post_json(
 /// [`post_json`] of a body already encoded.
 fn post_body(
     url: String,
-    headers: &[(&'static str, &str)],
+    headers: &[(HeaderName, &str)],
     body: Vec<u8>,
 ) -> Result<http::Request<Bytes>, ProviderError> {
-    headers
-        .iter()
-        .fold(
-            http::Request::post(url).header(ACCEPT, "text/event-stream").header(CONTENT_TYPE, "application/json"),
-            |builder, (name, value)| builder.header(*name, *value),
-        )
-        .body(Bytes::from(body))
-        .map_err(|err| ProviderError::Request(format!("cannot build it: {err}")))
+    // Put together in place: a builder moves the whole request on each step.
+    let uri = http::Uri::try_from(url).map_err(|err| ProviderError::Request(format!("cannot build it: {err}")))?;
+    let mut request = http::Request::new(Bytes::from(body));
+    *request.method_mut() = Method::POST;
+    *request.uri_mut() = uri;
+    let fields = request.headers_mut();
+    fields.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
+    fields.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    for (name, value) in headers {
+        let value = HeaderValue::from_str(value)
+            .map_err(|_| ProviderError::Request(format!("cannot build it: the {name} header's value is not valid")))?;
+        fields.append(name.clone(), value);
+    }
+    Ok(request)
 }
 
 /// The same-dialect path's request: the client's body as sent, with only
@@ -118,7 +125,7 @@ fn post_body(
 /// fields: what they hold is copied, never parsed.
 pub(super) fn post_native(
     url: String,
-    headers: &[(&'static str, &str)],
+    headers: &[(HeaderName, &str)],
     native: &Native,
     set: &[(&str, Set<'_>)],
 ) -> Result<http::Request<Bytes>, ProviderError> {

@@ -4,6 +4,7 @@
 mod decode;
 
 use bytes::Bytes;
+use http::HeaderName;
 use serde_json::{Map, Value, json};
 
 use super::driver::{self, Set};
@@ -14,6 +15,10 @@ use crate::request::{
 
 /// The API version baton's wire format follows.
 const API_VERSION: &str = "2023-06-01";
+/// The header that carries [`API_VERSION`].
+const VERSION_HEADER: HeaderName = HeaderName::from_static("anthropic-version");
+/// The header that carries the key.
+const API_KEY: HeaderName = HeaderName::from_static("x-api-key");
 
 /// What `max_tokens` becomes when the client leaves it out: Anthropic requires one.
 const DEFAULT_MAX_TOKENS: u32 = 4096;
@@ -30,8 +35,8 @@ impl Adapter for Anthropic {
         if let Some(native) = req.native_in(ClientDialect::Messages) {
             return native_request(url, upstream, native);
         }
-        let mut headers = vec![("anthropic-version", API_VERSION)];
-        headers.extend(upstream.api_key.map(|key| ("x-api-key", key)));
+        let mut headers = vec![(VERSION_HEADER, API_VERSION)];
+        headers.extend(upstream.api_key.map(|key| (API_KEY, key)));
         driver::post_json(url, &headers, &body(upstream.model, req))
     }
 
@@ -75,12 +80,12 @@ fn native_request(url: String, upstream: Upstream<'_>, native: &Native) -> Resul
 }
 
 /// The key, and baton's API version unless the client sent its own.
-fn api_headers<'a>(upstream: Upstream<'a>, native: &Native) -> Vec<(&'static str, &'a str)> {
-    let mut headers: Vec<(&'static str, &str)> = Vec::new();
-    if !native.headers.iter().any(|(name, _)| name == "anthropic-version") {
-        headers.push(("anthropic-version", API_VERSION));
+fn api_headers<'a>(upstream: Upstream<'a>, native: &Native) -> Vec<(HeaderName, &'a str)> {
+    let mut headers = Vec::new();
+    if !native.headers.iter().any(|(name, _)| *name == VERSION_HEADER) {
+        headers.push((VERSION_HEADER, API_VERSION));
     }
-    headers.extend(upstream.api_key.map(|key| ("x-api-key", key)));
+    headers.extend(upstream.api_key.map(|key| (API_KEY, key)));
     headers
 }
 

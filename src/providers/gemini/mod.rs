@@ -4,10 +4,14 @@
 mod decode;
 
 use bytes::Bytes;
+use http::HeaderName;
 use serde_json::{Map, Value, json};
 
 use super::{Adapter, Decoder, ProviderError, Upstream, driver};
 use crate::request::{ChatRequest, ClientDialect, Field, Image, Part, ResponseFormat, Role, Setting, Tool, ToolChoice};
+
+/// The header that carries the key.
+const API_KEY: HeaderName = HeaderName::from_static("x-goog-api-key");
 
 /// The Gemini adapter.
 pub struct Gemini;
@@ -19,7 +23,7 @@ impl Adapter for Gemini {
             upstream.base_url.trim_end_matches('/'),
             upstream.model
         );
-        let headers: Vec<_> = upstream.api_key.map(|key| ("x-goog-api-key", key)).into_iter().collect();
+        let headers: Vec<_> = upstream.api_key.map(|key| (API_KEY, key)).into_iter().collect();
         driver::post_json(url, &headers, &body(req))
     }
 

@@ -5,6 +5,7 @@ mod decode;
 pub(super) mod responses;
 
 use bytes::Bytes;
+use http::header::AUTHORIZATION;
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Value, json};
 
@@ -21,7 +22,7 @@ impl Adapter for OpenAi {
     fn request(&self, upstream: Upstream<'_>, req: &ChatRequest) -> Result<http::Request<Bytes>, ProviderError> {
         let url = upstream.url("/chat/completions");
         let bearer = upstream.bearer();
-        let headers: Vec<_> = bearer.iter().map(|value| ("authorization", value.as_str())).collect();
+        let headers: Vec<_> = bearer.iter().map(|value| (AUTHORIZATION, value.as_str())).collect();
         match req.native_in(ClientDialect::ChatCompletions) {
             Some(native) => driver::post_native(url, &headers, native, &native_settings(upstream.model)),
             None => driver::post_json(url, &headers, &body(upstream.model, req)),

@@ -6,6 +6,7 @@
 mod decode;
 
 use bytes::Bytes;
+use http::header::AUTHORIZATION;
 use serde_json::{Map, Value, json};
 
 use super::{asks_nothing, effort_for_budget};
@@ -20,7 +21,7 @@ impl Adapter for OpenAiResponses {
     fn request(&self, upstream: Upstream<'_>, req: &ChatRequest) -> Result<http::Request<Bytes>, ProviderError> {
         let url = upstream.url("/responses");
         let bearer = upstream.bearer();
-        let headers: Vec<_> = bearer.iter().map(|value| ("authorization", value.as_str())).collect();
+        let headers: Vec<_> = bearer.iter().map(|value| (AUTHORIZATION, value.as_str())).collect();
         match req.native_in(ClientDialect::Responses) {
             Some(native) => {
                 let set =
