@@ -19,11 +19,7 @@ source benches/support.sh
 bin=$(baton_bin)
 start_scratch
 
-mock_port=$(free_port)
-"$bin" mock --kind openai --listen "127.0.0.1:$mock_port" --tokens 3 --first-token-ms 0 --gap-ms 10000 2>/dev/null &
-pids+=($!)
-wait_port "$mock_port"
-printf '%s' '{"model":"chat","stream":true,"messages":[{"role":"user","content":"hi"}]}' >"$work/body.json"
+start_mock "$bin" 3 0 10000
 port=$(free_port)
 route_config "$work/baton.toml" "$port" "$mock_port" none
 # Names written out in every dump, so each part reads on its own.

@@ -23,11 +23,8 @@ builds=("$@")
 mock=$(BATON_BIN=${builds[0]} baton_bin)
 start_scratch
 
-provider=$(free_port)
-"$mock" mock --kind openai --listen "127.0.0.1:$provider" --tokens 200 --first-token-ms 20 --gap-ms 5 2>/dev/null &
-pids+=($!)
-wait_port "$provider"
-printf '%s' '{"model":"chat","stream":true,"messages":[{"role":"user","content":"hi"}]}' >"$work/body.json"
+start_mock "$mock" 200 20 5
+provider=$mock_port
 
 # nginx as the load benchmark runs it: two workers, upstream keep-alive, no buffering.
 port=$(free_port)

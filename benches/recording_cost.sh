@@ -30,11 +30,7 @@ source benches/support.sh
 bin=$(baton_bin)
 start_scratch
 
-mock_port=$(free_port)
-"$bin" mock --kind openai --listen "127.0.0.1:$mock_port" --tokens "$TOKENS" --first-token-ms 0 --gap-ms "$GAP_MS" 2>/dev/null &
-pids+=($!)
-wait_port "$mock_port"
-printf '%s' '{"model":"chat","stream":true,"messages":[{"role":"user","content":"hi"}]}' >"$work/body.json"
+start_mock "$bin" "$TOKENS" 0 "$GAP_MS"
 
 # Instructions baton spends serving $2 requests with store backend $1.
 count() {

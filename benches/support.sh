@@ -1,5 +1,6 @@
 # Shell support for the benchmark scripts that run `baton serve` in front
-# of `baton mock` (recording_cost.sh, held_memory.sh); sourced, not run.
+# of `baton mock` (recording_cost.sh, held_memory.sh, paced_cpu.sh,
+# first_token_cost.sh); sourced, not run.
 # Each script keeps the pids it starts in `pids` and its files in `work`.
 
 # The baton binary: $BATON_BIN (a build kept from before a change, say), or
@@ -15,6 +16,17 @@ baton_bin() {
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_port() { for _ in $(seq 600); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; return 1; }
+
+# Starts `$1 mock`, an OpenAI-kind simulated provider answering $2 tokens,
+# the first after $3 ms and then one every $4 ms, its port in `mock_port`;
+# writes the request every script sends to "$work/body.json".
+start_mock() {
+  mock_port=$(free_port)
+  "$1" mock --kind openai --listen "127.0.0.1:$mock_port" --tokens "$2" --first-token-ms "$3" --gap-ms "$4" 2>/dev/null &
+  pids+=($!)
+  wait_port "$mock_port"
+  printf '%s' '{"model":"chat","stream":true,"messages":[{"role":"user","content":"hi"}]}' >"$work/body.json"
+}
 
 # A scratch folder in `work`, removed with every process in `pids` at exit.
 start_scratch() {
