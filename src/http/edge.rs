@@ -110,7 +110,7 @@ fn request_id(headers: &HeaderMap) -> Arc<str> {
     let given = headers.get(&REQUEST_ID).and_then(|value| value.to_str().ok());
     match given.filter(|id| !id.is_empty() && id.len() <= 128 && id.bytes().all(|b| b.is_ascii_graphic())) {
         Some(id) => Arc::from(id),
-        None => Arc::from(crate::random_id::random_id("req_", 1)),
+        None => Arc::from(crate::random_id::random_id("req_", 16)),
     }
 }
 

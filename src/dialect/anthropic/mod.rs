@@ -75,7 +75,7 @@ fn to_json(value: &Value) -> Vec<u8> {
 
 /// A fresh message id, in Anthropic's form.
 fn message_id() -> String {
-    format!("msg_{:016x}{:08x}", fastrand::u64(..), fastrand::u32(..))
+    crate::random_id::random_id("msg_", 24)
 }
 
 /// Anthropic's `stop_reason` for why an answer ended.

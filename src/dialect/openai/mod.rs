@@ -89,7 +89,7 @@ impl Answer {
     /// A new answer from `model`, with a fresh id.
     pub fn new(model: &str) -> Self {
         let created = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        Answer { id: crate::random_id::random_id("chatcmpl-", 1), created, model: model.to_owned() }
+        Answer { id: crate::random_id::random_id("chatcmpl-", 16), created, model: model.to_owned() }
     }
 }
 

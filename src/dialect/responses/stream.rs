@@ -62,7 +62,7 @@ impl ResponseEncoder {
     pub fn new(model: &str, options: Options) -> Self {
         let created_at = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
         ResponseEncoder {
-            id: random_id("resp_", 2),
+            id: random_id("resp_", 32),
             created_at,
             model: model.to_owned(),
             options,
@@ -171,12 +171,12 @@ impl ResponseEncoder {
         }
         self.close(out);
         let open = match event {
-            Event::Text(_) => Open::Message { id: random_id("msg_", 2), text: String::new(), logprobs: Vec::new() },
+            Event::Text(_) => Open::Message { id: random_id("msg_", 32), text: String::new(), logprobs: Vec::new() },
             Event::Reasoning(_) | Event::Signature(_) => {
-                Open::Reasoning { id: random_id("rs_", 2), text: String::new(), encrypted: None }
+                Open::Reasoning { id: random_id("rs_", 32), text: String::new(), encrypted: None }
             }
             Event::ToolCall(call) => Open::Call {
-                id: random_id("fc_", 2),
+                id: random_id("fc_", 32),
                 index: call.index,
                 call_id: call.id.clone().unwrap_or_default(),
                 name: call.name.clone().unwrap_or_default(),

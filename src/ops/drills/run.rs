@@ -70,7 +70,7 @@ pub fn request(drill: &Drill) -> Box<ChatRequest> {
 
 /// A fresh id for a drill's request, as a client's request gets one.
 pub fn new_id() -> Arc<str> {
-    Arc::from(crate::random_id::random_id("drill_", 1))
+    Arc::from(crate::random_id::random_id("drill_", 16))
 }
 
 /// Runs `drill` on `route` now, asking `request`; `watch`, when given, is

@@ -35,9 +35,7 @@ impl Adapter for Anthropic {
         if let Some(native) = req.native_in(ClientDialect::Messages) {
             return native_request(url, upstream, native);
         }
-        let mut headers = vec![(VERSION_HEADER, API_VERSION)];
-        headers.extend(upstream.api_key.map(|key| (API_KEY, key)));
-        driver::post_json(url, &headers, &body(upstream.model, req))
+        driver::post_json(url, &api_headers(upstream, None), &body(upstream.model, req))
     }
 
     fn decoder(&self) -> Box<dyn Decoder> {
@@ -53,7 +51,12 @@ impl Adapter for Anthropic {
     ) -> Option<Result<http::Request<Bytes>, ProviderError>> {
         let native = req.native_in(ClientDialect::Messages)?;
         let url = upstream.url("/v1/messages/count_tokens");
-        Some(driver::post_native(url, &api_headers(upstream, native), native, &[("model", Set::Str(upstream.model))]))
+        Some(driver::post_native(
+            url,
+            &api_headers(upstream, Some(native)),
+            native,
+            &[("model", Set::Str(upstream.model))],
+        ))
     }
 
     fn is_context_length(&self, message: &str) -> bool {
@@ -76,13 +79,14 @@ impl Adapter for Anthropic {
 /// signatures and fields baton has never heard of all arrive.
 fn native_request(url: String, upstream: Upstream<'_>, native: &Native) -> Result<http::Request<Bytes>, ProviderError> {
     let set = [("model", Set::Str(upstream.model)), ("stream", Set::Json("true"))];
-    driver::post_native(url, &api_headers(upstream, native), native, &set)
+    driver::post_native(url, &api_headers(upstream, Some(native)), native, &set)
 }
 
-/// The key, and baton's API version unless the client sent its own.
-fn api_headers<'a>(upstream: Upstream<'a>, native: &Native) -> Vec<(HeaderName, &'a str)> {
+/// The key, and baton's API version unless the client's own request, sent
+/// on as it came (`native`), has its own.
+fn api_headers<'a>(upstream: Upstream<'a>, native: Option<&Native>) -> Vec<(HeaderName, &'a str)> {
     let mut headers = Vec::new();
-    if !native.headers.iter().any(|(name, _)| *name == VERSION_HEADER) {
+    if !native.is_some_and(|native| native.headers.iter().any(|(name, _)| *name == VERSION_HEADER)) {
         headers.push((VERSION_HEADER, API_VERSION));
     }
     headers.extend(upstream.api_key.map(|key| (API_KEY, key)));
