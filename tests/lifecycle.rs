@@ -155,6 +155,33 @@ fn sigterm_lets_streams_finish_within_the_grace_and_ends_the_rest_with_an_error(
     });
 }
 
+/// A stream whose provider has gone quiet is ended at the grace's end too:
+/// nothing but the drain itself wakes it.
+#[test]
+fn sigterm_ends_a_stream_waiting_on_a_silent_provider_at_the_grace() {
+    run(HARD_LIMIT, async {
+        let silent = MockProvider::openai().marker("quiet").tokens(3).gap(Duration::from_secs(20)).spawned().await;
+        let baton =
+            start(&support::config_file("lifecycle-drain-silent", &single_route(&silent, "shutdown_grace_ms = 300")))
+                .await;
+        let mut response = open_chat(&baton, &chat_body(true)).await;
+        assert_eq!(response.status(), 200);
+        first_chunk(&mut response).await;
+        let signalled = Instant::now();
+        baton.signal("TERM");
+        let mut rest = Vec::new();
+        while let Ok(Some(chunk)) = response.chunk().await {
+            rest.extend_from_slice(&chunk);
+        }
+        let rest = String::from_utf8(rest).expect("utf-8");
+        let ended = signalled.elapsed();
+        assert!(rest.contains("\"code\":\"shutting_down\""), "the silent stream ends with an error event: {rest}");
+        assert!(ended >= Duration::from_millis(250) && ended < Duration::from_secs(5), "ended after {ended:?}");
+        let status = baton.exit_within(Duration::from_secs(5)).await;
+        assert!(status.success(), "a clean exit: {status}");
+    });
+}
+
 #[test]
 fn a_stream_that_ends_within_the_grace_completes() {
     run(HARD_LIMIT, async {

@@ -6,7 +6,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll, Waker, ready};
 
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
@@ -17,6 +17,7 @@ use futures_util::StreamExt;
 use super::AppState;
 use super::error::stream_failure;
 use super::panic::GuardedStream;
+use super::state::DrainBegun;
 use crate::config::Route;
 use crate::core::{AttemptRecord, Call, CommittedStream, Failure, ProxyError, Winner};
 use crate::dialect::{ApiError, Dialect, Encoder};
@@ -83,8 +84,10 @@ pub(super) async fn complete<D: Dialect>(
 /// encoder, so no event goes through dynamic dispatch. Each event is its own
 /// piece: the writer joins the pieces that are ready together into one write.
 fn sse_body<E: Encoder>(events: CommittedStream, encoder: E, watch: Box<RequestWatch>, state: AppState) -> SseBody<E> {
+    let drain_begun = state.drain_begun();
     let drained = Box::pin(async move { state.drained().await });
-    SseBody { relay: Some(Relay { events, encoder, watch, drained, out: BytesMut::new() }) }
+    let relay = Relay { events, encoder, watch, drained, drain_begun, drain_waker: None, out: BytesMut::new() };
+    SseBody { relay: Some(relay) }
 }
 
 /// The room events are encoded into, made when less than
@@ -110,6 +113,12 @@ struct Relay<E> {
     /// The proxy's drain: asked only while no event is ready, since an
     /// event that is ready is sent whatever happens next.
     drained: Pin<Box<dyn Future<Output = ()> + Send>>,
+    /// Whether the drain has begun, read between events instead of asking
+    /// `drained` again: each asking takes a lock every stream shares.
+    drain_begun: DrainBegun,
+    /// The waker `drained` was last asked with, and so holds: the drain's
+    /// start wakes it, so until that or another waker, asking again is moot.
+    drain_waker: Option<Waker>,
     /// Where events are encoded: each piece is split off it, and once the
     /// writer has let go of the last one its room serves the next event.
     out: BytesMut,
@@ -124,6 +133,9 @@ impl<E: Encoder> futures_util::Stream for SseBody<E> {
             let next = match relay.events.poll_next_unpin(cx) {
                 Poll::Ready(next) => next,
                 Poll::Pending => {
+                    if !relay.drain_to_ask(cx) {
+                        return Poll::Pending;
+                    }
                     ready!(relay.drained.as_mut().poll(cx));
                     Some(Err(Failure::ShuttingDown))
                 }
@@ -154,6 +166,23 @@ impl<E: Encoder> futures_util::Stream for SseBody<E> {
             let last = relay.out.split().freeze();
             self.relay = None;
             return Poll::Ready(Some(Ok(last)));
+        }
+    }
+}
+
+impl<E> Relay<E> {
+    /// Whether `drained` must be asked now: once the drain has begun, or
+    /// when it holds no waker of the task polling the body (the first time).
+    fn drain_to_ask(&mut self, cx: &Context<'_>) -> bool {
+        if self.drain_begun.get() {
+            return true;
+        }
+        match &self.drain_waker {
+            Some(waker) if waker.will_wake(cx.waker()) => false,
+            _ => {
+                self.drain_waker = Some(cx.waker().clone());
+                true
+            }
         }
     }
 }

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -35,6 +36,7 @@ pub struct AppState {
     gate: Arc<RequestGate>,
     store: Option<Arc<Store>>,
     drain: watch::Sender<Option<Instant>>,
+    drain_begun: DrainBegun,
     tracer: Option<Arc<Tracer>>,
     bodies: super::body::BodyBudget,
     records: Option<Records>,
@@ -67,6 +69,7 @@ impl AppState {
             engine,
             routes: Arc::new(RouteStats::default()),
             drain: watch::Sender::new(None),
+            drain_begun: DrainBegun::default(),
             tracer: None,
             records: None,
         })
@@ -261,7 +264,13 @@ impl AppState {
     /// Starts draining: streams still running after `grace` are ended with
     /// an error event.
     pub fn drain(&self, grace: Duration) {
+        self.drain_begun.0.store(true, Ordering::Release);
         self.drain.send_replace(Some(crate::clock::later(Instant::now(), grace)));
+    }
+
+    /// Whether a drain has begun, for a stream that asks between its events.
+    pub(super) fn drain_begun(&self) -> DrainBegun {
+        self.drain_begun.clone()
     }
 
     /// Resolves once a drain's grace period is over.
@@ -278,5 +287,17 @@ impl AppState {
                 }
             }
         }
+    }
+}
+
+/// Whether a drain has begun: a flag every stream reads without a lock,
+/// where asking the drain's channel takes a lock they all share.
+#[derive(Clone, Default)]
+pub(super) struct DrainBegun(Arc<AtomicBool>);
+
+impl DrainBegun {
+    /// True from the moment [`AppState::drain`] is called.
+    pub(super) fn get(&self) -> bool {
+        self.0.load(Ordering::Acquire)
     }
 }
