@@ -34,6 +34,15 @@ fn single_route(mock: &MockHandle, extra_top: &str) -> String {
     listening(extra_top).mock("sim", mock).provider_keys(KEY_FROM_ENV).toml()
 }
 
+/// What is left of a streamed answer, read to its end or to a failed read.
+async fn rest_of(response: &mut reqwest::Response) -> String {
+    let mut rest = Vec::new();
+    while let Ok(Some(chunk)) = response.chunk().await {
+        rest.extend_from_slice(&chunk);
+    }
+    String::from_utf8(rest).expect("utf-8")
+}
+
 /// Two log lines a request, about 450 bytes together: 400 requests write
 /// nearly three times what a pipe holds (64 KiB), far less than the log
 /// queue holds. A worker that wrote to stderr itself stopped at the 152nd.
@@ -140,11 +149,7 @@ fn sigterm_lets_streams_finish_within_the_grace_and_ends_the_rest_with_an_error(
             reqwest::Client::new().get(baton.url("/healthz")).send().await.is_err(),
             "no new connections once shutting down"
         );
-        let mut rest = Vec::new();
-        while let Ok(Some(chunk)) = response.chunk().await {
-            rest.extend_from_slice(&chunk);
-        }
-        let rest = String::from_utf8(rest).expect("utf-8");
+        let rest = rest_of(&mut response).await;
         let ended = signalled.elapsed();
         assert!(rest.contains("long5"), "the stream went on during the grace period");
         assert!(rest.contains("\"code\":\"shutting_down\""), "the cut stream ends with an error event: {rest}");
@@ -169,11 +174,7 @@ fn sigterm_ends_a_stream_waiting_on_a_silent_provider_at_the_grace() {
         first_chunk(&mut response).await;
         let signalled = Instant::now();
         baton.signal("TERM");
-        let mut rest = Vec::new();
-        while let Ok(Some(chunk)) = response.chunk().await {
-            rest.extend_from_slice(&chunk);
-        }
-        let rest = String::from_utf8(rest).expect("utf-8");
+        let rest = rest_of(&mut response).await;
         let ended = signalled.elapsed();
         assert!(rest.contains("\"code\":\"shutting_down\""), "the silent stream ends with an error event: {rest}");
         assert!(ended >= Duration::from_millis(250) && ended < Duration::from_secs(5), "ended after {ended:?}");
