@@ -307,6 +307,60 @@ fn baton_keys_makes_lists_and_revokes_for_a_running_baton() {
     });
 }
 
+#[test]
+fn revoking_the_last_stored_key_leaves_the_gateway_closed() {
+    run(HARD_LIMIT, async {
+        // Loopback, the store's keys only: open until the first key is made.
+        let web = format!("[[keys]]\nname = \"web\"\nkey = \"{WEB}\"\n");
+        let (_backend, text, _provider) = on_sqlite_without("last-key", "", &web).await;
+        let config = support::config_file(&format!("last-key-{:08x}", fastrand::u32(..)), &text);
+        let path = config.display().to_string();
+        let baton = Baton::serve(&config).start().await;
+        assert_eq!(until_status(&baton, "", 200, Duration::from_secs(5)).await.map(|_| ()), Some(()), "open at first");
+
+        let made = cli(&["keys", "create", "--config", &path, "only"]);
+        assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+        let secret = String::from_utf8(made.stdout).expect("text").trim().to_owned();
+        assert!(until_status(&baton, "", 401, Duration::from_secs(10)).await.is_some(), "closed once a key exists");
+
+        let revoked = cli(&["keys", "revoke", "--config", &path, "only"]);
+        assert!(revoked.status.success(), "{}", String::from_utf8_lossy(&revoked.stderr));
+        let told = String::from_utf8_lossy(&revoked.stderr);
+        assert!(told.contains("last key") && told.contains("stays closed"), "the command says what follows: {told}");
+        assert!(until_status(&baton, &secret, 401, Duration::from_secs(10)).await.is_some(), "the key is refused");
+        // Past the second in which every replica takes a revoke, still closed.
+        tokio::time::sleep(ACROSS_REPLICAS * 2).await;
+        assert_eq!(ask(&baton, "", "chat").await, 401, "a revoke never opens the gateway");
+        assert_eq!(ask(&baton, &secret, "chat").await, 401);
+        let _ = std::fs::remove_dir_all(config.parent().expect("a directory"));
+    });
+}
+
+#[test]
+fn baton_keys_needs_none_of_the_providers_secrets() {
+    run(HARD_LIMIT, async {
+        let (_backend, text, _provider) = on_sqlite("keys-no-secrets", "").await;
+        let unset = "BATON_TEST_PROVIDER_KEY_NEVER_SET";
+        let text = format!(
+            "{text}\n[[providers]]\nname = \"spare\"\nkind = \"openai\"\nbase_url = \"https://api.openai.com/v1\"\napi_key = \"${{{unset}}}\"\n"
+        );
+        let config = support::config_file(&format!("keys-no-secrets-{:08x}", fastrand::u32(..)), &text);
+        let path = config.display().to_string();
+        let checked = cli(&["check", "--config", &path]);
+        assert!(!checked.status.success(), "serving still needs the provider's key");
+        assert!(String::from_utf8_lossy(&checked.stderr).contains(unset), "and says which");
+        for args in [
+            &["keys", "create", "--config", &path, "night"][..],
+            &["keys", "list", "--config", &path],
+            &["keys", "revoke", "--config", &path, "night"],
+        ] {
+            let done = cli(args);
+            assert!(done.status.success(), "{args:?}: {}", String::from_utf8_lossy(&done.stderr));
+        }
+        let _ = std::fs::remove_dir_all(config.parent().expect("a directory"));
+    });
+}
+
 /// Runs the binary with `args` to its end.
 fn cli(args: &[&str]) -> std::process::Output {
     Baton::once(args).output().expect("baton runs")

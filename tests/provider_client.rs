@@ -29,6 +29,8 @@ enum Act {
     Owned(Vec<u8>),
     /// Closes the connection without another word.
     Close,
+    /// Resets the connection (a close with a zero linger).
+    Reset,
 }
 
 /// A provider that answers request `n` on each connection with `script(n)`,
@@ -36,38 +38,49 @@ enum Act {
 struct Provider {
     url: String,
     accepted: Arc<AtomicUsize>,
+    /// Requests read whole, on every connection.
+    read: Arc<AtomicUsize>,
 }
 
 impl Provider {
     async fn start(script: impl Fn(usize) -> Vec<Act> + Send + Sync + 'static) -> Provider {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let url = format!("http://{}/v1/chat", listener.local_addr().expect("addr"));
-        let accepted = Arc::new(AtomicUsize::new(0));
-        let (counter, script) = (Arc::clone(&accepted), Arc::new(script));
+        let (accepted, read) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (counter, requests, script) = (Arc::clone(&accepted), Arc::clone(&read), Arc::new(script));
         tokio::spawn(async move {
             while let Ok((socket, _)) = listener.accept().await {
                 counter.fetch_add(1, Ordering::SeqCst);
-                tokio::spawn(serve(socket, Arc::clone(&script)));
+                tokio::spawn(serve(socket, Arc::clone(&script), Arc::clone(&requests)));
             }
         });
-        Provider { url, accepted }
+        Provider { url, accepted, read }
     }
 
     fn connections(&self) -> usize {
         self.accepted.load(Ordering::SeqCst)
     }
+
+    fn requests(&self) -> usize {
+        self.read.load(Ordering::SeqCst)
+    }
 }
 
-async fn serve(mut socket: TcpStream, script: Arc<impl Fn(usize) -> Vec<Act>>) {
+async fn serve(mut socket: TcpStream, script: Arc<impl Fn(usize) -> Vec<Act>>, read: Arc<AtomicUsize>) {
     for n in 0.. {
         if !read_request(&mut socket).await {
             return;
         }
+        read.fetch_add(1, Ordering::SeqCst);
         for act in script(n) {
             let bytes = match act {
                 Act::Write(bytes) => bytes.to_vec(),
                 Act::Owned(bytes) => bytes,
                 Act::Close => return,
+                Act::Reset => {
+                    let _ = socket.set_zero_linger();
+                    return;
+                }
             };
             if socket.write_all(&bytes).await.is_err() {
                 return;
@@ -155,21 +168,44 @@ fn keep_alive_reuses_the_connection_and_connection_close_does_not() {
 }
 
 #[test]
-fn a_pooled_connection_closed_by_the_provider_is_replaced_without_an_error() {
+fn a_pooled_connection_the_provider_closed_while_idle_is_replaced_without_an_error() {
     run(async {
-        // Each connection answers once and closes at its next request: the
-        // client, finding it closed before any answer, sends on a fresh one.
-        let provider = Provider::start(|n| match n {
-            0 => vec![Act::Write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")],
-            _ => vec![Act::Close],
-        })
-        .await;
+        // Each connection answers once and then closes, before the next
+        // request is written: the client finds it closed and uses a fresh one.
+        let provider =
+            Provider::start(|_| vec![Act::Write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"), Act::Close]).await;
         let client = client();
         for round in 0..3 {
             assert_eq!(fetch(&client, &provider.url).await.ok(), Some((200, "ok".to_owned())), "round {round}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        assert_eq!(provider.connections(), 3, "each stale connection was replaced by a fresh one");
+        assert_eq!(provider.connections(), 3, "each closed connection was replaced by a fresh one");
+        assert_eq!(provider.requests(), 3, "each request was read once");
     });
+}
+
+#[test]
+fn a_request_the_provider_read_before_closing_or_resetting_is_never_sent_again() {
+    for (shape, act) in [("closes", Act::Close), ("resets", Act::Reset)] {
+        run(async {
+            // The second request on the kept connection is read whole, and
+            // then the provider goes: it may have acted on it (RFC 9110 §9.2.2).
+            let provider = Provider::start(move |n| match n {
+                0 => vec![Act::Write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")],
+                _ => vec![act.clone()],
+            })
+            .await;
+            let client = client();
+            assert_eq!(fetch(&client, &provider.url).await.ok(), Some((200, "ok".to_owned())));
+            let second = fetch(&client, &provider.url).await;
+            assert!(
+                matches!(second, Err(ClientError::Http(ref why)) if why.contains("before the response") || why.contains("cannot read")),
+                "{shape}: the failure is the attempt's: {second:?}"
+            );
+            assert_eq!(provider.requests(), 2, "{shape}: the second request reached the provider exactly once");
+            assert_eq!(provider.connections(), 1, "{shape}: no connection was opened to send it again");
+        });
+    }
 }
 
 #[test]

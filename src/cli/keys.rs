@@ -67,7 +67,7 @@ pub(crate) enum KeysCommand {
 pub(crate) async fn run(command: KeysCommand) -> Result<(), AnyError> {
     match command {
         KeysCommand::Create { config, name, routes, rpm, tpm, usd_per_minute, usd_per_hour, usd_per_day } => {
-            let config_file = config::load(&config)?;
+            let config_file = config::load_for_store(&config)?;
             let budget = KeyBudget { usd_per_minute, usd_per_hour, usd_per_day };
             let request = KeyRequest {
                 name,
@@ -85,7 +85,7 @@ pub(crate) async fn run(command: KeysCommand) -> Result<(), AnyError> {
             println!("{}", minted.secret.expose());
         }
         KeysCommand::List { config } => {
-            let config_file = config::load(&config)?;
+            let config_file = config::load_for_store(&config)?;
             let db = open(&config, &config_file.store.backend).await?;
             let stored = bounded(keys::list(&db)).await?;
             db.close().await;
@@ -98,17 +98,30 @@ pub(crate) async fn run(command: KeysCommand) -> Result<(), AnyError> {
             }
         }
         KeysCommand::Revoke { config, name } => {
-            let config_file = config::load(&config)?;
+            let config_file = config::load_for_store(&config)?;
             if config_file.access.keys.keys().iter().any(|key| key.name == name) {
                 return Err(keys::KeyError::InConfig(name).into());
             }
             let db = open(&config, &config_file.store.backend).await?;
             let revoked = bounded(keys::revoke(&db, &name, now_ms())).await?;
+            let left = bounded(keys::active(&db)).await?;
             db.close().await;
             println!("revoked key {:?}: refused on every replica within a second", revoked.name);
+            if left.keys.is_empty() && config_file.access.keys.keys().is_empty() {
+                eprintln!("{}", last_key_revoked(config_file.access.allow_unauthenticated));
+            }
         }
     }
     Ok(())
+}
+
+/// What the gateway does once no key is left: a revoke never opens it.
+fn last_key_revoked(allow_unauthenticated: bool) -> &'static str {
+    if allow_unauthenticated {
+        "that was the last key: with allow_unauthenticated = true in the config, the gateway now serves requests without a key"
+    } else {
+        "that was the last key: the gateway stays closed, and every /v1 request gets 401 until a key is made (or the config sets allow_unauthenticated = true)"
+    }
 }
 
 /// The config's store, opened (and migrated) for a change to its keys.

@@ -15,6 +15,10 @@ pub(super) struct Checker<'a> {
     pub env: &'a dyn Fn(&str) -> Option<String>,
     /// The config file's directory, when it came from a file.
     pub dir: Option<&'a std::path::Path>,
+    /// Secrets whose `${VAR}` is not set are left unset instead of refused:
+    /// for commands that touch only the store (`baton keys`), which must
+    /// not need the providers' keys.
+    pub secrets_optional: bool,
 }
 
 impl Checker<'_> {
@@ -37,6 +41,16 @@ impl Checker<'_> {
     /// an error reported elsewhere).
     pub fn expand_quietly(&self, value: &Spanned<String>) -> Option<String> {
         self.expand(value, "").ok()
+    }
+
+    /// A secret's value, [`Checker::expand`]ed; `None` when a variable in
+    /// it is missing and secrets are optional.
+    pub(super) fn secret(&self, value: &Spanned<String>, key: &str) -> Result<Option<String>, ConfigError> {
+        match self.expand(value, key) {
+            Ok(secret) => Ok(Some(secret)),
+            Err(_) if self.secrets_optional => Ok(None),
+            Err(err) => Err(err),
+        }
     }
 
     /// Replaces every `${VAR}` with the variable's value, and `${VAR:-default}`

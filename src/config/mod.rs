@@ -80,15 +80,28 @@ pub fn parse_in(
     env: &dyn Fn(&str) -> Option<String>,
     dir: Option<&Path>,
 ) -> Result<Config, ConfigError> {
-    parse_with_warnings_in(text, label, env, dir).map(|(config, _)| config)
+    parse_with_warnings_in(text, label, env, dir, false).map(|(config, _)| config)
 }
 
 /// [`load`], with the likely mistakes a valid config still has.
 pub fn load_with_warnings(path: &Path) -> Result<(Config, Vec<String>), ConfigError> {
+    load_from_file(path, false)
+}
+
+/// [`load`] for a command that touches only the store (`baton keys`): a
+/// secret whose `${VAR}` is not set (a provider's key, an admin token) is
+/// left unset rather than refused, so an operator revoking a key needs
+/// none of the providers' secrets. Never for serving.
+pub fn load_for_store(path: &Path) -> Result<Config, ConfigError> {
+    load_from_file(path, true).map(|(config, _)| config)
+}
+
+fn load_from_file(path: &Path, secrets_optional: bool) -> Result<(Config, Vec<String>), ConfigError> {
     let label = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: label.clone(), source })?;
     let dir = path.parent().filter(|dir| !dir.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    parse_with_warnings_in(&text, &label, &|name| std::env::var(name).ok(), Some(dir))
+    let env = |name: &str| std::env::var(name).ok();
+    parse_with_warnings_in(&text, &label, &env, Some(dir), secrets_optional)
 }
 
 /// [`parse`], with the likely mistakes a valid config still has: an
@@ -99,7 +112,7 @@ pub fn parse_with_warnings(
     label: &str,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<(Config, Vec<String>), ConfigError> {
-    parse_with_warnings_in(text, label, env, None)
+    parse_with_warnings_in(text, label, env, None, false)
 }
 
 /// [`parse_with_warnings`] for text that lives in `dir`.
@@ -108,8 +121,9 @@ fn parse_with_warnings_in(
     label: &str,
     env: &dyn Fn(&str) -> Option<String>,
     dir: Option<&Path>,
+    secrets_optional: bool,
 ) -> Result<(Config, Vec<String>), ConfigError> {
-    let check = Checker { text, label, env, dir };
+    let check = Checker { text, label, env, dir, secrets_optional };
     let raw: RawConfig = toml::from_str(text).map_err(|err| {
         let line = err.span().map_or(1, |span| check.line(span.start));
         ConfigError::Invalid {

@@ -173,16 +173,18 @@ pub(super) fn alerts(check: &Checker<'_>, raw: &[Spanned<RawAlert>], errors: &mu
     let mut webhooks = Vec::new();
     for (i, alert) in raw.iter().enumerate() {
         match alert_entry(check, alert.get_ref(), i) {
-            Ok(webhook) => webhooks.push(webhook),
+            Ok(Some(webhook)) => webhooks.push(webhook),
+            // Its URL is a secret not set, for a command that sends no alert.
+            Ok(None) => {}
             Err(err) => errors.push(err),
         }
     }
     webhooks
 }
 
-fn alert_entry(check: &Checker<'_>, raw: &RawAlert, i: usize) -> Result<Webhook, ConfigError> {
+fn alert_entry(check: &Checker<'_>, raw: &RawAlert, i: usize) -> Result<Option<Webhook>, ConfigError> {
     let key = |field: &str| format!("alerts[{i}].{field}");
-    let url = check.expand(&raw.url, &key("url"))?;
+    let Some(url) = check.secret(&raw.url, &key("url"))? else { return Ok(None) };
     let host = match url.parse::<http::Uri>() {
         Ok(uri) if matches!(uri.scheme_str(), Some("http" | "https")) => uri.host().map(str::to_owned),
         _ => None,
@@ -213,16 +215,13 @@ fn alert_entry(check: &Checker<'_>, raw: &RawAlert, i: usize) -> Result<Webhook,
         }
     };
     let secret = match &raw.secret {
-        Some(value) => {
-            let secret = check.expand(value, &key("secret"))?;
-            if secret.is_empty() {
-                return Err(check.error(value, key("secret"), "must not be empty"));
-            }
-            Some(Secret::new(secret))
-        }
+        Some(value) => match check.secret(value, &key("secret"))? {
+            Some(secret) if secret.is_empty() => return Err(check.error(value, key("secret"), "must not be empty")),
+            secret => secret.map(Secret::new),
+        },
         None => None,
     };
-    Ok(Webhook { url: Secret::new(url), host, events, secret })
+    Ok(Some(Webhook { url: Secret::new(url), host, events, secret }))
 }
 
 /// Validates every `[[drills]]` entry against `routes`, pushing each mistake to `errors`.

@@ -118,13 +118,12 @@ pub(super) fn check(check: &Checker<'_>, raw: &RawProvider, i: usize) -> Result<
         }
     }
     let api_key = match &raw.api_key {
-        Some(value) => {
-            let secret = check.expand(value, &key("api_key"))?;
-            if http::HeaderValue::from_str(&secret).is_err() {
+        Some(value) => match check.secret(value, &key("api_key"))? {
+            Some(secret) if http::HeaderValue::from_str(&secret).is_err() => {
                 return Err(check.error(value, key("api_key"), "contains characters an HTTP header cannot carry"));
             }
-            Some(Secret::new(secret))
-        }
+            secret => secret.map(Secret::new),
+        },
         None => None,
     };
     let breaker = match &raw.breaker {

@@ -183,13 +183,12 @@ fn top(check: &Checker<'_>, raw: &RawConfig) -> Result<Top, ConfigError> {
         DEFAULT_MAX_BODY_BYTES_IN_FLIGHT,
     )?;
     let admin_token = match &raw.admin_token {
-        Some(value) => {
-            let token = check.expand(value, "admin_token")?;
-            if token.len() < 16 {
+        Some(value) => match check.secret(value, "admin_token")? {
+            Some(token) if token.len() < 16 => {
                 return Err(check.error(value, "admin_token".into(), "must be at least 16 characters"));
             }
-            Some(Secret::new(token))
-        }
+            token => token.map(Secret::new),
+        },
         None => None,
     };
     let shutdown_grace =

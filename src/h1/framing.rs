@@ -160,22 +160,39 @@ fn chunked(mut chunk: Chunk, buf: &mut BytesMut) -> Result<(BodyState, Step), Fr
 }
 
 /// The size of the chunk whose size line starts `buf`, taken out of it;
-/// none while the line is incomplete.
+/// none while the line is incomplete. The line is read by RFC 9112 §7.1's
+/// grammar: hexadecimal digits, then extensions (white space only before
+/// each `;`), then CRLF. A line ended by a bare LF, or holding a CR or another control
+/// byte, is refused rather than ended somewhere else: a peer that ends it
+/// elsewhere would find a request (or a response) inside this body.
 fn size_line(buf: &mut BytesMut) -> Result<Option<u64>, FramingError> {
     match buf.first() {
         None => return Ok(None),
         Some(byte) if !byte.is_ascii_hexdigit() => return Err(FramingError::InvalidChunkSize),
         Some(_) => {}
     }
-    match httparse::parse_chunk_size(buf) {
-        Ok(httparse::Status::Complete((len, size))) => {
-            buf.advance(len);
-            Ok(Some(size))
-        }
-        Ok(httparse::Status::Partial) if buf.len() >= SIZE_LINE_LIMIT => Err(FramingError::LongSizeLine),
-        Ok(httparse::Status::Partial) => Ok(None),
-        Err(httparse::InvalidChunkSize) => Err(FramingError::InvalidChunkSize),
+    let Some(end) = memchr::memchr(b'\n', &buf[..buf.len().min(SIZE_LINE_LIMIT)]) else {
+        return if buf.len() >= SIZE_LINE_LIMIT { Err(FramingError::LongSizeLine) } else { Ok(None) };
+    };
+    let line = buf[..end].strip_suffix(b"\r").ok_or(FramingError::BareLineFeed)?;
+    let digits = line.iter().take_while(|byte| byte.is_ascii_hexdigit()).count();
+    let size = line[..digits].iter().try_fold(0u64, |size, digit| {
+        let value = u64::from((*digit as char).to_digit(16).unwrap_or(0));
+        size.checked_mul(16).and_then(|size| size.checked_add(value))
+    });
+    let size = size.ok_or(FramingError::InvalidChunkSize)?;
+    let after = &line[digits..];
+    let extensions = &after[after.iter().take_while(|byte| matches!(byte, b' ' | b'\t')).count()..];
+    match extensions.first() {
+        None if after.is_empty() => {}
+        // White space belongs before an extension only (`chunk-ext`'s BWS).
+        None => return Err(FramingError::InvalidChunkSize),
+        Some(b';') if extensions.iter().all(|byte| *byte == b'\t' || (b' '..0x7f).contains(byte) || *byte >= 0x80) => {}
+        Some(b';') => return Err(FramingError::InvalidChunkExtension),
+        Some(_) => return Err(FramingError::InvalidChunkSize),
     }
+    buf.advance(end + 1);
+    Ok(Some(size))
 }
 
 /// Whether the trailers (none, most often) and the blank line that ends
@@ -271,9 +288,20 @@ mod tests {
             (b"\r\nhello\r\n0\r\n\r\n", "chunk size"),
             (b"fffffffffffffffff\r\n", "chunk size"),
             (b"5\r\nhelloXX0\r\n\r\n", "CRLF"),
+            // RFC 9112 §7.1.1 has no LF in an extension: read on to the next
+            // CRLF, this line would make `28` the size and what follows a request.
+            (b"2;\nZZ\r\n28\r\n0\r\n\r\nGET /SMUGGLED HTTP/1.1\r\n\r\n", "bare LF"),
+            (b"5\nhello\r\n0\r\n\r\n", "bare LF"),
+            (b"5;a=\rb\r\nhello\r\n0\r\n\r\n", "chunk extension"),
+            (b"5;a=\x01\r\nhello\r\n0\r\n\r\n", "chunk extension"),
+            (b"5 x\r\nhello\r\n0\r\n\r\n", "chunk size"),
+            (b"5 \r\nhello\r\n0\r\n\r\n", "chunk size"),
         ] {
             let got = decode(Framing::Chunked, wire, &[]);
             assert!(got.as_ref().is_err_and(|err| err.contains(says)), "{wire:?}: {got:?}");
+        }
+        for fine in [&b"5 \t;a=\"b;c\"\r\nhello\r\n0\r\n\r\n"[..], b"5\r\nhello\r\n0 ;x\r\n\r\n"] {
+            assert_eq!(decode(Framing::Chunked, fine, &[]), Ok((b"hello".to_vec(), Vec::new())), "{fine:?}");
         }
         let endless = [b"5;".as_slice(), &[b'x'; SIZE_LINE_LIMIT]].concat();
         assert!(decode(Framing::Chunked, &endless, &[]).is_err_and(|err| err.contains("chunk-size line")));

@@ -18,6 +18,10 @@ pub enum FramingError {
     InvalidChunkSize,
     /// A chunk-size line longer than any real one.
     LongSizeLine,
+    /// A chunk-size line ended by a bare LF instead of CRLF.
+    BareLineFeed,
+    /// A chunk extension holding a CR or another control byte.
+    InvalidChunkExtension,
     /// A chunk's data not followed by CRLF.
     NoCrlfAfterData,
     /// Trailers larger than baton reads.
@@ -38,6 +42,10 @@ impl FramingError {
             FramingError::InvalidChunkSize => format!("{message} has a chunk size that is not valid"),
             FramingError::LongSizeLine => {
                 format!("{message} has a chunk-size line longer than {} KiB", framing::SIZE_LINE_LIMIT / 1024)
+            }
+            FramingError::BareLineFeed => format!("{message} has a chunk-size line ended by a bare LF, not CRLF"),
+            FramingError::InvalidChunkExtension => {
+                format!("{message} has a chunk extension holding a CR or a control character")
             }
             FramingError::NoCrlfAfterData => "a chunk's data is not followed by CRLF".to_owned(),
             FramingError::LargeTrailers => {

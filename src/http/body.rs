@@ -17,6 +17,11 @@ use crate::dialect::ApiError;
 /// The budget is counted in KiB: a permit count is a `u32`.
 const UNIT: usize = 1024;
 
+/// The most room a body's buffer is given before its bytes come: a chat
+/// request of a few KiB needs one allocation, and a large declared length
+/// reserves nothing it has not sent.
+const FIRST_ROOM: usize = 64 * 1024;
+
 /// The bytes request bodies may hold at once, shared by every handler.
 #[derive(Clone)]
 pub(super) struct BodyBudget {
@@ -34,7 +39,8 @@ impl BodyBudget {
 
     /// Reads the body within the config's `body_read_timeout`, refusing it
     /// as soon as it passes `max_body_bytes` (at once when its declared
-    /// length already does) or the budget has no room for it.
+    /// length already does) or the budget has no room for the bytes that
+    /// have come.
     pub(super) async fn read(
         &self,
         headers: &HeaderMap,
@@ -46,24 +52,23 @@ impl BodyBudget {
         if declared.is_some_and(|length| length > u64::try_from(limit).unwrap_or(u64::MAX)) {
             return Err(ApiError::too_large(limit));
         }
+        // The budget counts bytes as they arrive, never a declared length:
+        // a head that declares 32 MiB and sends nothing holds nothing, so
+        // a few such heads cannot shut every other request out. The buffer
+        // starts at most [`FIRST_ROOM`] large and grows with what comes.
         let mut held = Held(None);
-        // A declared length takes its share at once, before any byte is
-        // read, and sizes the buffer: a dialect may keep the body whole.
-        let declared = declared.and_then(|length| usize::try_from(length).ok());
-        if let Some(length) = declared {
-            self.grow(&mut held, length)?;
-        }
+        let first = declared.and_then(|length| usize::try_from(length).ok()).unwrap_or(0).min(FIRST_ROOM);
         let mut stream = body.into_data_stream();
         let read = async {
-            let mut out = Vec::with_capacity(declared.unwrap_or(0));
+            let mut out = Vec::with_capacity(first);
             while let Some(chunk) = stream.next().await {
                 let chunk =
                     chunk.map_err(|err| ApiError::bad_request(format!("could not read request body: {err}")))?;
                 if out.len().saturating_add(chunk.len()) > limit {
                     return Err(ApiError::too_large(limit));
                 }
+                self.grow(&mut held, out.len() + chunk.len())?;
                 out.extend_from_slice(&chunk);
-                self.grow(&mut held, out.len())?;
             }
             Ok(out)
         };

@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt, TryStreamExt};
-use http::header::{ACCEPT, CONTENT_TYPE, RETRY_AFTER};
+use http::header::{ACCEPT, CONTENT_ENCODING, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderName, HeaderValue, Method};
 
 use super::client::{Client, ClientError, ResponseBody};
@@ -232,14 +232,22 @@ pub async fn open(
     }
     let response = client.send_via(request, upstream.egress).await.map_err(|err| match err {
         ClientError::Url(why) => ProviderError::Request(why.to_owned()),
+        ClientError::Http(why) => ProviderError::NoResponse(why),
+        ClientError::Protocol(why) => ProviderError::Protocol(why),
         err => ProviderError::Connect(err.to_string()),
     })?;
     let status = response.status();
     if !status.is_success() {
         return Err(Box::pin(error_response(adapter, response)).await);
     }
+    if let Some(coding) = response.headers().get(CONTENT_ENCODING)
+        && !coding.as_bytes().eq_ignore_ascii_case(b"identity")
+    {
+        return Err(ProviderError::ContentEncoding(String::from_utf8_lossy(coding.as_bytes()).into_owned()));
+    }
     let content_type = response.headers().get(CONTENT_TYPE).and_then(|value| value.to_str().ok()).unwrap_or_default();
-    if !content_type.starts_with("text/event-stream") {
+    // Media types are case-insensitive (RFC 9110 §8.3.1).
+    if !content_type.get(..17).is_some_and(|media| media.eq_ignore_ascii_case("text/event-stream")) {
         return Err(ProviderError::ContentType(content_type.to_owned()));
     }
     let bytes = response.into_body().map_err(|err| err.to_string());

@@ -9,9 +9,23 @@ use thiserror::Error;
 /// from; [`ProviderError::is_failover`] says whether another provider may help.
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum ProviderError {
-    /// No connection, or it broke before a response: refused, reset, DNS, TLS.
+    /// No connection: refused, DNS, TLS, a proxy; nothing of the request
+    /// reached the provider.
     #[error("connection failed: {0}")]
     Connect(String),
+    /// The request left, and the connection closed or broke before any
+    /// response: the provider may have read it and acted on it.
+    #[error("no response: {0}")]
+    NoResponse(String),
+    /// The response is not HTTP/1.1 that can be trusted: a head that does
+    /// not parse, is too large, switches protocols, or frames its body two
+    /// ways.
+    #[error("not valid HTTP/1.1: {0}")]
+    Protocol(String),
+    /// A success answer in a content coding baton did not ask for (it
+    /// asks for `identity`) and does not decode.
+    #[error("the answer is encoded as {0:?}, which baton did not ask for")]
+    ContentEncoding(String),
     /// The provider answered 429.
     #[error("rate limited (http 429): {message}")]
     RateLimited {
@@ -154,6 +168,10 @@ impl ProviderError {
     pub fn class(&self) -> Class {
         match self {
             ProviderError::Connect(_) => Class::upstream("connect").retried(),
+            // Whether it may be sent again is the route's retry rule, as after a 5xx.
+            ProviderError::NoResponse(_) => Class::upstream("no_response").retried(),
+            ProviderError::Protocol(_) => Class::upstream("protocol"),
+            ProviderError::ContentEncoding(_) => Class::upstream("content_encoding"),
             ProviderError::RateLimited { .. } => {
                 Class { charge_breaker: false, rate_limited: true, ..Class::upstream("http_429").retried() }
             }
@@ -196,8 +214,12 @@ impl ProviderError {
     /// clients and for logs at info.
     pub fn summary(&self) -> String {
         match self {
-            // baton's own client wrote these two, never the provider.
-            ProviderError::Connect(_) | ProviderError::Io(_) => self.to_string(),
+            // baton's own client wrote these, never the provider.
+            ProviderError::Connect(_)
+            | ProviderError::NoResponse(_)
+            | ProviderError::Protocol(_)
+            | ProviderError::Io(_) => self.to_string(),
+            ProviderError::ContentEncoding(_) => "the answer is in a content coding baton did not ask for".to_owned(),
             ProviderError::RateLimited { .. } => "rate limited (http 429)".to_owned(),
             ProviderError::Server { status, .. } => format!("provider error (http {status})"),
             ProviderError::Auth { status, .. } => {
@@ -221,6 +243,9 @@ impl ProviderError {
         }
         let text = match self {
             ProviderError::Connect(text)
+            | ProviderError::NoResponse(text)
+            | ProviderError::Protocol(text)
+            | ProviderError::ContentEncoding(text)
             | ProviderError::ContentType(text)
             | ProviderError::Malformed(text)
             | ProviderError::ErrorEvent(text)

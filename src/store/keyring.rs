@@ -2,7 +2,9 @@
 //! store's, merged into the one config every request reads. The store is
 //! read again every [`KEYS_REFRESH`], so a key created or revoked on any
 //! replica of the same database holds here within a second; while the
-//! store is down the keys last read stay in force.
+//! store is down the keys last read stay in force. Once the store has held
+//! a key, a key stays required when the last one is revoked, unless the
+//! config says `allow_unauthenticated = true`: a revoke never widens access.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
@@ -10,7 +12,7 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 
-use super::keys::{self, StoredKey};
+use super::keys::{self, LiveKeys, StoredKey};
 use super::{Records, WeakRecords};
 use crate::config::Config;
 
@@ -35,7 +37,7 @@ pub struct Keyring {
 /// What the config in force is merged from.
 struct Parts {
     file: Arc<Config>,
-    stored: Arc<Vec<StoredKey>>,
+    stored: Arc<LiveKeys>,
     /// The number of the read `stored` came from.
     read: u64,
 }
@@ -47,7 +49,7 @@ impl Keyring {
     /// A keyring holding `config`'s keys and none from the store yet.
     pub fn new(config: Config) -> Self {
         let config = Arc::new(config);
-        let parts = Parts { file: Arc::clone(&config), stored: Arc::new(Vec::new()), read: 0 };
+        let parts = Parts { file: Arc::clone(&config), stored: Arc::new(LiveKeys::default()), read: 0 };
         Keyring { in_force: ArcSwap::new(config), parts: Mutex::new(parts), reads: AtomicU64::new(0) }
     }
 
@@ -62,7 +64,7 @@ impl Keyring {
     }
 
     /// The store's live keys as last read.
-    pub fn stored(&self) -> Arc<Vec<StoredKey>> {
+    pub fn stored(&self) -> Arc<LiveKeys> {
         Arc::clone(&self.lock().stored)
     }
 
@@ -81,7 +83,7 @@ impl Keyring {
 
     /// The store's live keys as `read` found them; whether they changed
     /// anything. A read older than the one in force is stale and ignored.
-    pub fn set_stored(&self, read: KeysRead, stored: Vec<StoredKey>) -> bool {
+    pub fn set_stored(&self, read: KeysRead, stored: LiveKeys) -> bool {
         let mut parts = self.lock();
         if read.0 < parts.read {
             return false;
@@ -96,7 +98,11 @@ impl Keyring {
     }
 
     fn merge(&self, Parts { file, stored, .. }: &Parts) -> Arc<Config> {
-        let merged = if stored.is_empty() { Arc::clone(file) } else { Arc::new(merged(file, stored)) };
+        let merged = if stored.keys.is_empty() && !stays_closed(file, stored) {
+            Arc::clone(file)
+        } else {
+            Arc::new(merged(file, stored))
+        };
         self.in_force.store(Arc::clone(&merged));
         merged
     }
@@ -106,9 +112,16 @@ impl Keyring {
     }
 }
 
+/// Whether a key stays required though none is live: the store has held
+/// keys, and the config does not open the gateway without them.
+fn stays_closed(file: &Config, stored: &LiveKeys) -> bool {
+    stored.ever && !file.access.allow_unauthenticated
+}
+
 /// `file` with `stored`'s keys and budgets added; a stored key whose name
 /// the file's config also has is left out (the file's wins), and said so.
-fn merged(file: &Config, stored: &[StoredKey]) -> Config {
+/// Once the store has held keys, a key is required even with none live.
+fn merged(file: &Config, stored: &LiveKeys) -> Config {
     let mut config = file.clone();
     let taken = |key: &&StoredKey| {
         let clash = file.access.keys.keys().iter().any(|own| own.name == key.name || own.sha256 == key.sha256);
@@ -117,8 +130,9 @@ fn merged(file: &Config, stored: &[StoredKey]) -> Config {
         }
         !clash
     };
-    let usable: Vec<&StoredKey> = stored.iter().filter(taken).collect();
-    config.access.keys = file.access.keys.extended(usable.iter().map(|key| key.client_key()));
+    let usable: Vec<&StoredKey> = stored.keys.iter().filter(taken).collect();
+    let keys = file.access.keys.extended(usable.iter().map(|key| key.client_key()));
+    config.access.keys = if stays_closed(file, stored) { keys.closed() } else { keys };
     config.budgets.budgets.extend(usable.iter().flat_map(|key| key.budgets()));
     config
 }
@@ -176,10 +190,31 @@ mod tests {
         let keyring = Keyring::new(config);
         let before_the_key = keyring.start_read();
         let after_the_key = keyring.start_read();
-        assert!(keyring.set_stored(after_the_key, vec![stored("made")]));
-        assert!(!keyring.set_stored(before_the_key, Vec::new()), "a stale read changes nothing");
+        assert!(keyring.set_stored(after_the_key, live(&["made"])));
+        assert!(!keyring.set_stored(before_the_key, LiveKeys::default()), "a stale read changes nothing");
         assert_eq!(names(&keyring), ["made"]);
-        assert!(keyring.set_stored(keyring.start_read(), Vec::new()), "a newer read that lost the key is taken");
+        assert!(
+            keyring.set_stored(keyring.start_read(), LiveKeys::default()),
+            "a newer read that lost the key is taken"
+        );
         assert!(names(&keyring).is_empty());
+    }
+
+    fn live(names: &[&str]) -> LiveKeys {
+        LiveKeys { keys: names.iter().map(|name| stored(name)).collect(), ever: true }
+    }
+
+    #[test]
+    fn revoking_the_last_stored_key_leaves_the_gateway_closed_unless_the_config_opens_it() {
+        let text = "[[providers]]\nname = \"p\"\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n\n[[routes]]\nmodel = \"m\"\ntargets = [{ provider = \"p\", model = \"m\" }]\n";
+        let keyring = Keyring::new(crate::config::parse(text, "test", &|_| None).expect("a config"));
+        assert!(!keyring.config().access.keys.required(), "open on loopback before any key");
+        keyring.set_stored(keyring.start_read(), live(&["made"]));
+        assert!(keyring.config().access.keys.required(), "closed once a key exists");
+        keyring.set_stored(keyring.start_read(), LiveKeys { keys: Vec::new(), ever: true });
+        assert!(keyring.config().access.keys.required(), "still closed once the last key is revoked");
+        let open = format!("allow_unauthenticated = true\n{text}");
+        keyring.set_file_config(crate::config::parse(&open, "test", &|_| None).expect("a config"));
+        assert!(!keyring.config().access.keys.required(), "the config opens it again");
     }
 }

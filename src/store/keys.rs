@@ -257,9 +257,28 @@ pub async fn list(db: &Db) -> Result<Vec<StoredKey>, DbError> {
     read(db, "SELECT * FROM keys ORDER BY name").await
 }
 
-/// The keys that are not revoked: what every replica serves with.
-pub async fn active(db: &Db) -> Result<Vec<StoredKey>, DbError> {
-    read(db, "SELECT * FROM keys WHERE revoked_ms IS NULL ORDER BY name").await
+/// The store's keys as every replica serves with them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LiveKeys {
+    /// The keys that are not revoked.
+    pub keys: Vec<StoredKey>,
+    /// Whether the store has ever held a key, revoked ones included: once
+    /// keys have been in use, revoking the last one must not open the
+    /// gateway to everyone.
+    pub ever: bool,
+}
+
+/// The keys that are not revoked, and whether any ever was: one query that
+/// reads the live keys and at most one revoked name besides.
+pub async fn active(db: &Db) -> Result<LiveKeys, DbError> {
+    let rows = read(
+        db,
+        "SELECT * FROM keys WHERE revoked_ms IS NULL \
+         OR name = (SELECT MIN(name) FROM keys WHERE revoked_ms IS NOT NULL) ORDER BY name",
+    )
+    .await?;
+    let ever = !rows.is_empty();
+    Ok(LiveKeys { keys: rows.into_iter().filter(|key| key.revoked_ms.is_none()).collect(), ever })
 }
 
 /// Revokes the live key `name`: from the next read of the store on, no

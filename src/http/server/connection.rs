@@ -7,7 +7,7 @@
 
 use std::future::{Future, poll_fn};
 use std::io::{self, IoSlice};
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::task::Poll;
 use std::time::Duration;
 
@@ -16,7 +16,7 @@ use axum::body::Body;
 use axum::extract::Request;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 use tower::ServiceExt as _;
 
 use super::head::{Head, Refusal, take_head};
@@ -65,25 +65,35 @@ pub(super) async fn serve(stream: TcpStream, mut serving: Serving, stall: Client
             Next::Refused(refusal) => return refuse(&mut writer, reader, refusal).await,
         };
         let Head { request, framing, keep_alive, expects_continue } = *head;
-        if expects_continue && framing != Framing::Empty {
-            write_all(&mut writer, &mut [IoSlice::new(b"HTTP/1.1 100 Continue\r\n\r\n")]).await?;
-        }
         let (parts, ()) = request.into_parts();
         let mut exchange = Exchange { method: parts.method.clone(), version: parts.version, close: !keep_alive };
+        let (go_ahead, mut asked_for_body) = if expects_continue && framing != Framing::Empty {
+            let (tell, asked) = oneshot::channel();
+            (Some(tell), Some(asked))
+        } else {
+            (None, None)
+        };
         let (body, mut side) = match framing {
             Framing::Empty => {
                 reader.release();
                 (Body::empty(), ReadSide::Here(reader))
             }
             framing => {
-                let (body, back) = RequestBody::lend(reader, framing);
+                let (body, back) = RequestBody::lend(reader, framing, go_ahead);
                 (Body::new(body), ReadSide::Lent(back))
             }
         };
         let mut request = Request::from_parts(parts, body);
         request.extensions_mut().insert(stall.clone());
-        let Some(response) = answer(serving.router.clone().oneshot(request), &mut side).await else {
-            return Ok(());
+        let response = {
+            let mut answering = pin!(serving.router.clone().oneshot(request));
+            loop {
+                match answer(answering.as_mut(), &mut side, &mut asked_for_body).await {
+                    Answer::Response(response) => break response,
+                    Answer::Continue => write_all(&mut writer, &mut [IoSlice::new(CONTINUE)]).await?,
+                    Answer::ClientGone => return Ok(()),
+                }
+            }
         };
         exchange.close |= !side.settle() || *serving.stopping.borrow();
         let written = write_response(&mut writer, response, &exchange, &mut side).await?;
@@ -96,18 +106,43 @@ pub(super) async fn serve(stream: TcpStream, mut serving: Serving, stall: Client
     }
 }
 
-/// The router's answer, or `None` if the client goes away first.
-async fn answer<F>(response: F, side: &mut ReadSide) -> Option<axum::response::Response>
+/// The interim answer that invites a waiting client's body.
+const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+
+/// What the connection does next while the router answers.
+enum Answer {
+    /// The router's answer.
+    Response(axum::response::Response),
+    /// The handler asked for a body its client waits to be invited to send.
+    Continue,
+    /// The client went away first.
+    ClientGone,
+}
+
+/// The router's answer, unless the client goes away or the handler asks
+/// for a body its client waits to be invited to send (once) first.
+async fn answer<F>(
+    mut response: Pin<&mut F>,
+    side: &mut ReadSide,
+    asked_for_body: &mut Option<oneshot::Receiver<()>>,
+) -> Answer
 where
     F: Future<Output = Result<axum::response::Response, std::convert::Infallible>>,
 {
-    let mut response = pin!(response);
     poll_fn(|cx| {
+        if let Some(asked) = asked_for_body
+            && let Poll::Ready(asked) = Pin::new(asked).poll(cx)
+        {
+            *asked_for_body = None;
+            if asked.is_ok() {
+                return Poll::Ready(Answer::Continue);
+            }
+        }
         if side.poll_gone(cx).is_ready() {
-            return Poll::Ready(None);
+            return Poll::Ready(Answer::ClientGone);
         }
         response.as_mut().poll(cx).map(|answered| match answered {
-            Ok(response) => Some(response),
+            Ok(response) => Answer::Response(response),
             Err(never) => match never {},
         })
     })

@@ -7,6 +7,7 @@ use bytes::{BufMut, BytesMut};
 use http::header::{CONTENT_LENGTH, DATE, TRANSFER_ENCODING};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode, Uri, Version};
 
+use super::target;
 use crate::h1::{Framing, content_length, keep_alive, last_token, put_field};
 
 /// The largest request head read: what a client that never ends its head
@@ -35,7 +36,7 @@ pub(super) struct Refusal {
 }
 
 impl Refusal {
-    const fn new(status: StatusCode, code: &'static str, message: &'static str) -> Self {
+    pub(super) const fn new(status: StatusCode, code: &'static str, message: &'static str) -> Self {
         Refusal { status, code, message }
     }
 
@@ -60,7 +61,7 @@ impl Refusal {
 }
 
 /// A head that is not valid HTTP/1.1, saying how.
-const fn invalid(message: &'static str) -> Refusal {
+pub(super) const fn invalid(message: &'static str) -> Refusal {
     Refusal::new(StatusCode::BAD_REQUEST, "invalid_http", message)
 }
 
@@ -69,16 +70,35 @@ const fn too_large(message: &'static str) -> Refusal {
     Refusal::new(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, "headers_too_large", message)
 }
 
-const INVALID: Refusal = invalid("the request is not valid HTTP/1.1");
+pub(super) const INVALID: Refusal = invalid("the request is not valid HTTP/1.1");
 const TOO_LARGE: Refusal = too_large("the request's head is larger than 8192 bytes");
 const TOO_MANY: Refusal = too_large("the request has more than 100 headers");
-const BAD_LENGTH: Refusal = invalid("the request's content-length is not valid");
+const BAD_LENGTH: Refusal = invalid("the request's content-length is not one valid number");
 const BOTH_FRAMINGS: Refusal = invalid("the request has both a transfer-encoding and a content-length");
 const BAD_CODING: Refusal = invalid("the request's transfer-encoding is not chunked, so its length is unknown");
+const OLD_CODING: Refusal =
+    invalid("the request is HTTP/1.0, which has no transfer-encoding: its framing cannot be trusted");
+const MANY_CODINGS: Refusal = Refusal::new(
+    StatusCode::NOT_IMPLEMENTED,
+    "transfer_coding_not_implemented",
+    "the request's transfer-encoding names a coding besides chunked, which baton does not decode",
+);
 
 /// The request head at the start of `buf`, taken out of it; none while it
 /// is incomplete and within [`HEAD_LIMIT`].
 pub(super) fn take_head(buf: &mut BytesMut) -> Result<Option<Head>, Refusal> {
+    match read_head(buf) {
+        Err(refusal) if refusal == target::BAD_VERSION => {
+            target::read_as_http_1_1(buf)?;
+            read_head(buf)
+        }
+        read => read,
+    }
+}
+
+/// [`take_head`], with any version but HTTP/1.0 and HTTP/1.1 refused as
+/// not valid.
+fn read_head(buf: &mut BytesMut) -> Result<Option<Head>, Refusal> {
     let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut parsed = httparse::Request::new(&mut fields);
     let len = match parsed.parse(buf) {
@@ -86,13 +106,17 @@ pub(super) fn take_head(buf: &mut BytesMut) -> Result<Option<Head>, Refusal> {
         Ok(httparse::Status::Partial) if buf.len() >= HEAD_LIMIT => return Err(TOO_LARGE),
         Ok(httparse::Status::Partial) => return Ok(None),
         Err(httparse::Error::TooManyHeaders) => return Err(TOO_MANY),
+        Err(httparse::Error::Version) => return Err(target::BAD_VERSION),
         Err(_) => return Err(INVALID),
     };
     if len > HEAD_LIMIT {
         return Err(TOO_LARGE);
     }
-    let method = Method::from_bytes(parsed.method.unwrap_or_default().as_bytes()).map_err(|_| INVALID)?;
-    let uri: Uri = parsed.path.unwrap_or_default().parse().map_err(|_| INVALID)?;
+    target::lines_end_in_crlf(&buf[..len])?;
+    let method = target::method(parsed.method.unwrap_or_default())?;
+    let target = parsed.path.unwrap_or_default();
+    let uri: Uri = target.parse().map_err(|_| INVALID)?;
+    target::form(&method, target)?;
     let version = if parsed.version == Some(1) { Version::HTTP_11 } else { Version::HTTP_10 };
     let mut headers = HeaderMap::with_capacity(parsed.headers.len());
     for field in parsed.headers.iter() {
@@ -100,7 +124,8 @@ pub(super) fn take_head(buf: &mut BytesMut) -> Result<Option<Head>, Refusal> {
         let value = HeaderValue::from_bytes(field.value).map_err(|_| INVALID)?;
         headers.append(name, value);
     }
-    let framing = framing(&headers)?;
+    target::host(&uri, version, &mut headers)?;
+    let framing = framing(version, &headers)?;
     let expects_continue = version == Version::HTTP_11
         && headers
             .get(http::header::EXPECT)
@@ -118,20 +143,44 @@ pub(super) fn take_head(buf: &mut BytesMut) -> Result<Option<Head>, Refusal> {
 /// How a request's body is framed (RFC 9112 §6.3): chunked when its last
 /// transfer coding says so, else its length, else none. A request framed
 /// two ways, or by a coding whose end cannot be found, is refused, so no
-/// request can be smuggled inside another.
-fn framing(headers: &HeaderMap) -> Result<Framing, Refusal> {
+/// request can be smuggled inside another; so is an HTTP/1.0 request with
+/// a transfer coding (§6.1), whose framing a hop of that version reads
+/// differently.
+fn framing(version: Version, headers: &HeaderMap) -> Result<Framing, Refusal> {
+    if version == Version::HTTP_10 && headers.contains_key(TRANSFER_ENCODING) {
+        return Err(OLD_CODING);
+    }
     let chunked = match last_token(headers, &TRANSFER_ENCODING) {
-        None => None,
-        Some(Ok(last)) if last.eq_ignore_ascii_case("chunked") => Some(()),
+        None => false,
+        Some(Ok(last)) if last.eq_ignore_ascii_case("chunked") => true,
         Some(_) => return Err(BAD_CODING),
     };
+    if chunked && codings(headers) > 1 {
+        return Err(MANY_CODINGS);
+    }
+    // One length, said once: a repeated one, even the same number, is a
+    // list a hop before may have read another way (RFC 9110 §8.6 lets a
+    // recipient refuse it).
+    let mut lengths = headers.get_all(CONTENT_LENGTH).iter();
+    if lengths.next().is_some_and(|one| one.as_bytes().contains(&b',')) || lengths.next().is_some() {
+        return Err(BAD_LENGTH);
+    }
     let length = content_length(headers).map_err(|_| BAD_LENGTH)?;
     match (chunked, length) {
-        (Some(()), Some(_)) => Err(BOTH_FRAMINGS),
-        (Some(()), None) => Ok(Framing::Chunked),
-        (None, None | Some(0)) => Ok(Framing::Empty),
-        (None, Some(length)) => Ok(Framing::Length(length)),
+        (true, Some(_)) => Err(BOTH_FRAMINGS),
+        (true, None) => Ok(Framing::Chunked),
+        (false, None | Some(0)) => Ok(Framing::Empty),
+        (false, Some(length)) => Ok(Framing::Length(length)),
     }
+}
+
+/// How many transfer codings the request names, over every
+/// `transfer-encoding` line.
+fn codings(headers: &HeaderMap) -> usize {
+    let lists = headers.get_all(TRANSFER_ENCODING).iter();
+    lists
+        .map(|list| list.as_bytes().split(|byte| *byte == b',').filter(|item| !item.trim_ascii().is_empty()).count())
+        .sum()
 }
 
 /// How a response's body goes out.
@@ -202,7 +251,9 @@ pub(super) fn response_head(
 
 #[cfg(test)]
 mod tests {
+    use super::target::{BAD_HOST, NO_HOST, TWO_HOSTS};
     use super::*;
+    use http::header::HOST;
 
     fn head(text: &str) -> Result<Option<Head>, Refusal> {
         take_head(&mut BytesMut::from(text.as_bytes()))
@@ -229,34 +280,72 @@ mod tests {
 
     #[test]
     fn framing_follows_rfc_9112_and_refuses_what_could_smuggle() {
-        assert_eq!(framing_of("POST / HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n"), Ok(Framing::Chunked));
-        assert_eq!(framing_of("POST / HTTP/1.1\r\ncontent-length: 0\r\n\r\n"), Ok(Framing::Empty));
-        assert_eq!(framing_of("GET / HTTP/1.1\r\n\r\n"), Ok(Framing::Empty));
         assert_eq!(
-            framing_of("POST / HTTP/1.1\r\ntransfer-encoding: chunked\r\ncontent-length: 5\r\n\r\n"),
+            framing_of("POST / HTTP/1.1\r\nhost: b\r\ntransfer-encoding: chunked\r\n\r\n"),
+            Ok(Framing::Chunked)
+        );
+        assert_eq!(framing_of("POST / HTTP/1.1\r\nhost: b\r\ncontent-length: 0\r\n\r\n"), Ok(Framing::Empty));
+        assert_eq!(framing_of("GET / HTTP/1.1\r\nhost: b\r\n\r\n"), Ok(Framing::Empty));
+        assert_eq!(
+            framing_of("POST / HTTP/1.1\r\nhost: b\r\ntransfer-encoding: chunked\r\ncontent-length: 5\r\n\r\n"),
             Err(BOTH_FRAMINGS)
         );
-        assert_eq!(framing_of("POST / HTTP/1.1\r\ntransfer-encoding: gzip\r\n\r\n"), Err(BAD_CODING));
-        assert_eq!(framing_of("POST / HTTP/1.1\r\ncontent-length: 5\r\ncontent-length: 6\r\n\r\n"), Err(BAD_LENGTH));
-        assert_eq!(framing_of("POST / HTTP/1.1\r\ncontent-length: -1\r\n\r\n"), Err(BAD_LENGTH));
+        assert_eq!(framing_of("POST / HTTP/1.1\r\nhost: b\r\ntransfer-encoding: gzip\r\n\r\n"), Err(BAD_CODING));
+        assert_eq!(
+            framing_of("POST / HTTP/1.1\r\nhost: b\r\ncontent-length: 5\r\ncontent-length: 6\r\n\r\n"),
+            Err(BAD_LENGTH)
+        );
+        assert_eq!(framing_of("POST / HTTP/1.1\r\nhost: b\r\ncontent-length: -1\r\n\r\n"), Err(BAD_LENGTH));
+    }
+
+    #[test]
+    fn the_host_is_one_valid_host_and_an_absolute_target_names_it() {
+        let host = |text: &str| head(text).map(|head| head.map(|head| head.request.headers()[HOST].clone()));
+        assert_eq!(head("GET / HTTP/1.1\r\n\r\n").err(), Some(NO_HOST), "HTTP/1.1 needs a host");
+        assert_eq!(head("GET / HTTP/1.1\r\nhost: a\r\nhost: a\r\n\r\n").err(), Some(TWO_HOSTS));
+        assert_eq!(head("GET / HTTP/1.0\r\nhost: a\r\nhost: b\r\n\r\n").err(), Some(TWO_HOSTS));
+        for bad in ["a b@c/d", "user@host", "host/path", "[::1", "[zz]", "host:80x", "h\"x"] {
+            assert_eq!(head(&format!("GET / HTTP/1.1\r\nhost: {bad}\r\n\r\n")).err(), Some(BAD_HOST), "{bad}");
+        }
+        for good in ["baton", "localhost:8080", "127.0.0.1", "[::1]:80", "xn--bcher-kva.example", ""] {
+            assert!(host(&format!("GET / HTTP/1.1\r\nhost: {good}\r\n\r\n")).is_ok(), "{good:?}");
+        }
+        assert!(head("GET / HTTP/1.0\r\n\r\n").is_ok_and(|head| head.is_some()), "HTTP/1.0 may name none");
+        let absolute = host("GET http://evil.example/v1/models HTTP/1.1\r\nhost: localhost\r\n\r\n");
+        assert_eq!(absolute, Ok(Some(HeaderValue::from_static("evil.example"))), "the target's authority is the host");
+        let with_user = head("GET http://a@evil.example/ HTTP/1.1\r\nhost: localhost\r\n\r\n");
+        assert_eq!(with_user.err(), Some(BAD_HOST));
+    }
+
+    #[test]
+    fn an_http_1_0_request_with_a_transfer_coding_is_refused() {
+        let old = "POST / HTTP/1.0\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n";
+        assert_eq!(head(old).err(), Some(OLD_CODING));
+        assert_eq!(
+            head("POST / HTTP/1.0\r\ntransfer-encoding: chunked\r\ncontent-length: 5\r\n\r\n").err(),
+            Some(OLD_CODING)
+        );
     }
 
     #[test]
     fn keep_alive_and_continue_follow_the_version_and_headers() {
         let of = |text: &str| head(text).ok().flatten().map(|head| (head.keep_alive, head.expects_continue));
-        assert_eq!(of("GET / HTTP/1.1\r\n\r\n"), Some((true, false)));
-        assert_eq!(of("GET / HTTP/1.1\r\nconnection: close\r\n\r\n"), Some((false, false)));
+        assert_eq!(of("GET / HTTP/1.1\r\nhost: b\r\n\r\n"), Some((true, false)));
+        assert_eq!(of("GET / HTTP/1.1\r\nhost: b\r\nconnection: close\r\n\r\n"), Some((false, false)));
         assert_eq!(of("GET / HTTP/1.0\r\n\r\n"), Some((false, false)));
-        assert_eq!(of("POST / HTTP/1.1\r\nexpect: 100-Continue\r\ncontent-length: 3\r\n\r\n"), Some((true, true)));
+        assert_eq!(
+            of("POST / HTTP/1.1\r\nhost: b\r\nexpect: 100-Continue\r\ncontent-length: 3\r\n\r\n"),
+            Some((true, true))
+        );
     }
 
     #[test]
     fn garbage_oversized_or_crowded_heads_are_refused_saying_so() {
         assert_eq!(head("NOT A REQUEST\r\n\r\n").err(), Some(INVALID));
         assert_eq!(head("SSH-2.0-OpenSSH\r\n\r\n").err(), Some(INVALID));
-        let huge = format!("GET / HTTP/1.1\r\nx-big: {}", "a".repeat(HEAD_LIMIT));
+        let huge = format!("GET / HTTP/1.1\r\nhost: b\r\nx-big: {}", "a".repeat(HEAD_LIMIT));
         assert_eq!(head(&huge).err(), Some(TOO_LARGE));
-        let many = format!("GET / HTTP/1.1\r\n{}\r\n", "x-a: 1\r\n".repeat(MAX_HEADERS + 1));
+        let many = format!("GET / HTTP/1.1\r\nhost: b\r\n{}\r\n", "x-a: 1\r\n".repeat(MAX_HEADERS + 1));
         assert_eq!(head(&many).err(), Some(TOO_MANY));
         let answer = String::from_utf8(TOO_LARGE.answer()).unwrap_or_default();
         assert!(answer.starts_with("HTTP/1.1 431 Request Header Fields Too Large\r\n"), "{answer}");

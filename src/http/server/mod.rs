@@ -9,8 +9,11 @@
 
 mod connection;
 mod date;
+#[cfg(test)]
+mod fuzz;
 mod head;
 mod read;
+mod target;
 mod write;
 
 pub use read::BodyError;

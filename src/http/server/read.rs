@@ -161,17 +161,27 @@ pub(super) struct RequestBody {
     reader: Option<Reader>,
     state: BodyState,
     back: Option<oneshot::Sender<(Reader, bool)>>,
+    /// Tells the connection to send `100 Continue` when the body is first
+    /// asked for, to a client that waits for it: a request refused before
+    /// its body is read (413, 415, 401) never invites the body.
+    go_ahead: Option<oneshot::Sender<()>>,
     /// The declared length, for the size hint.
     length: Option<u64>,
 }
 
 impl RequestBody {
     /// The body framed by `framing`, read through `reader`; the reader is
-    /// sent through the receiver returned at the body's end.
-    pub(super) fn lend(reader: Reader, framing: Framing) -> (Self, oneshot::Receiver<(Reader, bool)>) {
+    /// sent through the receiver returned at the body's end. With
+    /// `go_ahead`, the body says there when it is first asked for.
+    pub(super) fn lend(
+        reader: Reader,
+        framing: Framing,
+        go_ahead: Option<oneshot::Sender<()>>,
+    ) -> (Self, oneshot::Receiver<(Reader, bool)>) {
         let (back, returned) = oneshot::channel();
         let length = if let Framing::Length(length) = framing { Some(length) } else { None };
-        let body = RequestBody { reader: Some(reader), state: BodyState::new(framing), back: Some(back), length };
+        let state = BodyState::new(framing);
+        let body = RequestBody { reader: Some(reader), state, back: Some(back), go_ahead, length };
         (body, returned)
     }
 
@@ -204,6 +214,11 @@ impl HttpBody for RequestBody {
 
     fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         let this = self.get_mut();
+        if let (Some(go_ahead), Some(reader)) = (this.go_ahead.take(), &this.reader)
+            && reader.buf.is_empty()
+        {
+            let _ = go_ahead.send(());
+        }
         loop {
             let Some(reader) = &mut this.reader else { return Poll::Ready(None) };
             match this.state.step(&mut reader.buf) {

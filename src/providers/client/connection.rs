@@ -4,14 +4,14 @@
 //! keeps no write buffer and one small read buffer, released while idle.
 
 use std::future::Future;
-use std::io::ErrorKind;
-use std::pin::pin;
+use std::io::IoSlice;
+use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker, ready};
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWrite};
 
 use super::body::ResponseBody;
 use super::connect::Io;
@@ -119,8 +119,10 @@ impl Connection {
     /// Sends `parts` with `body` and reads the response head. The body that
     /// comes back reads the rest, and gives the connection back to `pool`
     /// when it may carry another request. [`ClientError::Stale`] means a
-    /// reused connection turned out closed before any answer, so the request
-    /// may be sent again on another.
+    /// reused connection turned out closed before a byte of the request
+    /// left on it, so the request may be sent again on another: once any
+    /// byte has left, the provider may have read all of it and acted on it
+    /// (RFC 9110 §9.2.2), and its failure is the attempt's.
     pub(super) async fn send(
         mut self,
         parts: &http::request::Parts,
@@ -128,15 +130,16 @@ impl Connection {
         pool: &Arc<Pool>,
         origin: &Origin,
     ) -> Result<http::Response<ResponseBody>, ClientError> {
-        let head = wire::request_head(parts, body.len()).freeze();
-        if let Err(err) = self.write(head.chain(body)).await {
-            return Err(if self.reused {
-                ClientError::Stale
-            } else {
-                ClientError::Http(format!("cannot send the request: {err}"))
-            });
-        }
-        let head = self.read_head(&parts.method).await?;
+        let mut request = wire::request_head(parts, body.len()).freeze().chain(body);
+        let mut interim = 0;
+        let head = match self.write_request(&mut request, &parts.method, &mut interim).await {
+            Ok(None) => self.read_head(&parts.method, &mut interim).await?,
+            // Answered before the whole request left: the rest is not sent,
+            // and the connection cannot carry another request.
+            Ok(Some(head)) => Head { keep_alive: false, ..head },
+            Err(Unsent { started: false, .. }) if self.reused => return Err(ClientError::Stale),
+            Err(Unsent { err, .. }) => return Err(err),
+        };
         let Head { status, version, headers, framing, keep_alive } = head;
         let state = BodyState::new(framing);
         let body = ResponseBody::new(self, state, keep_alive.then(|| (Arc::clone(pool), origin.clone())));
@@ -147,41 +150,97 @@ impl Connection {
         Ok(response)
     }
 
-    /// Writes all of `bytes` (the head, then the body) in as few writes as
-    /// the socket takes: one, most often.
-    async fn write(&mut self, mut bytes: impl Buf) -> std::io::Result<()> {
-        self.io.write_all_buf(&mut bytes).await?;
-        self.io.flush().await
+    /// Writes all of `request` (the head, then the body) in as few writes as
+    /// the socket takes, one most often, reading what the provider sends
+    /// whenever a write has to wait: a provider may answer before it has
+    /// read the whole body (RFC 9112 §9.5, a 413 or a 429 most likely), and
+    /// then the rest is not sent. The final response head, when it came
+    /// first.
+    async fn write_request(
+        &mut self,
+        request: &mut impl Buf,
+        method: &http::Method,
+        interim: &mut usize,
+    ) -> Result<Option<Head>, Unsent> {
+        let total = request.remaining();
+        let unsent = |err: ClientError, left: usize| Unsent { err, started: left < total };
+        std::future::poll_fn(|cx| {
+            while request.has_remaining() {
+                let mut slices = [IoSlice::new(&[]); 2];
+                let count = request.chunks_vectored(&mut slices);
+                match Pin::new(&mut self.io).poll_write_vectored(cx, &slices[..count]) {
+                    Poll::Ready(Ok(0)) => {
+                        let err = ClientError::Http("cannot send the request: the connection took no more".into());
+                        return Poll::Ready(Err(unsent(err, request.remaining())));
+                    }
+                    Poll::Ready(Ok(written)) => request.advance(written),
+                    Poll::Ready(Err(err)) => {
+                        let err = ClientError::Http(format!("cannot send the request: {err}"));
+                        return Poll::Ready(Err(unsent(err, request.remaining())));
+                    }
+                    Poll::Pending => {
+                        let early = self.poll_early_answer(cx, method, interim);
+                        return early.map_ok(Some).map_err(|err| unsent(err, request.remaining()));
+                    }
+                }
+            }
+            Pin::new(&mut self.io).poll_flush(cx).map(|flushed| match flushed {
+                Ok(()) => Ok(None),
+                Err(err) => {
+                    Err(Unsent { err: ClientError::Http(format!("cannot send the request: {err}")), started: true })
+                }
+            })
+        })
+        .await
     }
 
-    /// Reads until the final response head is whole, and takes it.
-    async fn read_head(&mut self, method: &http::Method) -> Result<Head, ClientError> {
-        let mut answered = false;
+    /// While a write waits: the final response head if the provider has
+    /// sent one, an error if it closed, else pending until it sends more or
+    /// the write can go on.
+    fn poll_early_answer(
+        &mut self,
+        cx: &mut Context<'_>,
+        method: &http::Method,
+        interim: &mut usize,
+    ) -> Poll<Result<Head, ClientError>> {
         loop {
-            if let Some(head) = wire::take_head(&mut self.read, method)? {
+            if let Some(head) = wire::take_head(&mut self.read, method, interim)? {
+                return Poll::Ready(Ok(head));
+            }
+            match ready!(self.poll_fill(cx)) {
+                Ok(0) => return Poll::Ready(Err(closed_before_response())),
+                Ok(_) => {}
+                Err(err) => return Poll::Ready(Err(ClientError::Http(format!("cannot send the request: {err}")))),
+            }
+        }
+    }
+
+    /// Reads until the final response head is whole, and takes it, with
+    /// `interim` 1xx heads already passed over for this request.
+    async fn read_head(&mut self, method: &http::Method, interim: &mut usize) -> Result<Head, ClientError> {
+        loop {
+            if let Some(head) = wire::take_head(&mut self.read, method, interim)? {
                 return Ok(head);
             }
-            let read = std::future::poll_fn(|cx| self.poll_fill(cx)).await;
-            let stale = self.reused && !answered;
-            match read {
-                Ok(0) if stale => return Err(ClientError::Stale),
-                Ok(0) => {
-                    return Err(ClientError::Http("the provider closed the connection before the response".into()));
-                }
-                Ok(_) => answered = true,
-                Err(err) if stale && is_reset(&err) => return Err(ClientError::Stale),
+            match std::future::poll_fn(|cx| self.poll_fill(cx)).await {
+                Ok(0) => return Err(closed_before_response()),
+                Ok(_) => {}
                 Err(err) => return Err(ClientError::Http(format!("cannot read the response: {err}"))),
             }
         }
     }
 }
 
-/// Whether `err` is the peer closing the connection abruptly.
-fn is_reset(err: &std::io::Error) -> bool {
-    matches!(
-        err.kind(),
-        ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted | ErrorKind::BrokenPipe | ErrorKind::UnexpectedEof
-    )
+/// A request that could not be written whole, and whether any of it left.
+struct Unsent {
+    err: ClientError,
+    started: bool,
+}
+
+/// The provider closed the connection after the request left and before
+/// any response: it may have read and acted on the request.
+fn closed_before_response() -> ClientError {
+    ClientError::Http("the provider closed the connection before the response".into())
 }
 
 /// How much to make room for next after reading `bytes` into `room` with

@@ -16,6 +16,8 @@ mod connect;
 mod connection;
 mod egress;
 mod environment;
+#[cfg(test)]
+mod fuzz;
 mod pool;
 mod proxy;
 mod wire;
@@ -53,10 +55,17 @@ pub enum ClientError {
     /// request; the message names the proxy, never its credentials.
     #[error("{0}")]
     Proxy(String),
-    /// The HTTP exchange failed: reset, closed early, or not HTTP.
+    /// The exchange broke once the request had started to leave: the
+    /// connection closed or broke before a response (the provider may have
+    /// acted on the request), or while its body was read.
     #[error("{0}")]
     Http(String),
-    /// A pooled connection turned out closed before the request left on it.
+    /// The response is not HTTP/1.1 that can be trusted: a head that does
+    /// not parse, is too large, or frames its body two ways.
+    #[error("{0}")]
+    Protocol(String),
+    /// A pooled connection turned out closed before any byte of the
+    /// request left on it, so sending it on another is safe.
     #[error("the idle connection was closed before the request was sent")]
     Stale,
 }

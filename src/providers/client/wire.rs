@@ -4,7 +4,7 @@
 //! Every limit here bounds what a provider can make baton hold.
 
 use bytes::{Buf, BufMut, BytesMut};
-use http::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
+use http::header::{ACCEPT_ENCODING, CONTENT_LENGTH, TRANSFER_ENCODING};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Version};
 
 use super::ClientError;
@@ -17,12 +17,15 @@ pub(super) const HEAD_LIMIT: usize = 64 * 1024;
 /// The most headers a response head may have.
 const MAX_HEADERS: usize = 100;
 
-/// The most interim (1xx) responses skipped before the real one.
+/// The most interim (1xx) responses skipped before the real one, counted
+/// over the whole response however the provider spaces them out.
 const MAX_INTERIM: usize = 8;
 
 /// The request head for `parts` with a body of `body_len` bytes: the target
 /// as `parts` holds it (origin form, or absolute form for a proxy), every
-/// header but framing ones, then the body's `content-length`.
+/// header but framing ones, `accept-encoding: identity` unless the request
+/// names codings itself (baton reads no compressed answer), then the
+/// body's `content-length`.
 pub(super) fn request_head(parts: &http::request::Parts, body_len: usize) -> BytesMut {
     let target = parts.uri.path_and_query().map_or(0, |target| target.as_str().len());
     let mut head = BytesMut::with_capacity(64 + target + parts.headers.len() * 48);
@@ -39,6 +42,9 @@ pub(super) fn request_head(parts: &http::request::Parts, body_len: usize) -> Byt
             continue;
         }
         put_field(&mut head, name.as_str().as_bytes(), value.as_bytes());
+    }
+    if !parts.headers.contains_key(ACCEPT_ENCODING) {
+        put_field(&mut head, b"accept-encoding", b"identity");
     }
     if body_len > 0 || !matches!(parts.method, Method::GET | Method::HEAD | Method::DELETE | Method::OPTIONS) {
         put_field(&mut head, b"content-length", itoa::Buffer::new().format(body_len).as_bytes());
@@ -59,21 +65,25 @@ pub(super) struct Head {
 }
 
 /// Reads the final response head at the start of `buf`, taking it (and any
-/// interim 1xx heads before it) out of `buf`. `None` while more bytes are
-/// needed; an error for a head that is not HTTP, too large, or frames its
-/// body in a way that cannot be trusted.
-pub(super) fn take_head(buf: &mut BytesMut, method: &Method) -> Result<Option<Head>, ClientError> {
-    for _ in 0..=MAX_INTERIM {
+/// interim 1xx heads before it, counted in `interim` across calls for one
+/// response) out of `buf`. `None` while more bytes are needed; an error for
+/// a head that is not HTTP, too large, or frames its body in a way that
+/// cannot be trusted, and for more interim heads than [`MAX_INTERIM`].
+pub(super) fn take_head(buf: &mut BytesMut, method: &Method, interim: &mut usize) -> Result<Option<Head>, ClientError> {
+    loop {
         let Some((head, len)) = parse_head(buf, method)? else { return Ok(None) };
         buf.advance(len);
         if !head.status.is_informational() {
             return Ok(Some(head));
         }
         if head.status == StatusCode::SWITCHING_PROTOCOLS {
-            return Err(ClientError::Http("the provider switched protocols, which no request asked for".into()));
+            return Err(ClientError::Protocol("the provider switched protocols, which no request asked for".into()));
+        }
+        *interim += 1;
+        if *interim > MAX_INTERIM {
+            return Err(ClientError::Protocol(format!("the provider sent more than {MAX_INTERIM} interim responses")));
         }
     }
-    Err(ClientError::Http(format!("the provider sent more than {MAX_INTERIM} interim responses")))
 }
 
 /// One head at the start of `buf` and its length, if all of it is there.
@@ -83,21 +93,21 @@ fn parse_head(buf: &[u8], method: &Method) -> Result<Option<(Head, usize)>, Clie
     let len = match response.parse(buf) {
         Ok(httparse::Status::Complete(len)) => len,
         Ok(httparse::Status::Partial) if buf.len() >= HEAD_LIMIT => {
-            return Err(ClientError::Http(format!("the response head is larger than {} KiB", HEAD_LIMIT / 1024)));
+            return Err(ClientError::Protocol(format!("the response head is larger than {} KiB", HEAD_LIMIT / 1024)));
         }
         Ok(httparse::Status::Partial) => return Ok(None),
         Err(httparse::Error::TooManyHeaders) => {
-            return Err(ClientError::Http(format!("the response head has more than {MAX_HEADERS} headers")));
+            return Err(ClientError::Protocol(format!("the response head has more than {MAX_HEADERS} headers")));
         }
-        Err(err) => return Err(ClientError::Http(format!("the response is not HTTP/1.1: {err}"))),
+        Err(err) => return Err(ClientError::Protocol(format!("the response is not HTTP/1.1: {err}"))),
     };
     if len > HEAD_LIMIT {
-        return Err(ClientError::Http(format!("the response head is larger than {} KiB", HEAD_LIMIT / 1024)));
+        return Err(ClientError::Protocol(format!("the response head is larger than {} KiB", HEAD_LIMIT / 1024)));
     }
     let status = response
         .code
         .and_then(|code| StatusCode::from_u16(code).ok())
-        .ok_or_else(|| ClientError::Http("the response has no valid status code".into()))?;
+        .ok_or_else(|| ClientError::Protocol("the response has no valid status code".into()))?;
     let version = if response.version == Some(0) { Version::HTTP_10 } else { Version::HTTP_11 };
     let mut map = HeaderMap::with_capacity(response.headers.len());
     for header in response.headers.iter() {
@@ -105,17 +115,22 @@ fn parse_head(buf: &[u8], method: &Method) -> Result<Option<(Head, usize)>, Clie
         let value = HeaderValue::from_bytes(header.value);
         match (name, value) {
             (Ok(name), Ok(value)) => map.append(name, value),
-            _ => return Err(ClientError::Http("the response has a header that is not valid".into())),
+            _ => return Err(ClientError::Protocol("the response has a header that is not valid".into())),
         };
     }
-    let framing = framing(status, method, &map)?;
+    let framing = framing(status, version, method, &map)?;
     let keep_alive = keep_alive(version, &map) && framing != Framing::Close;
     Ok(Some((Head { status, version, headers: map, framing, keep_alive }, len)))
 }
 
 /// How the body is framed (RFC 9112 §6.3), refusing a head that frames it
-/// two ways or with a length that is not one.
-fn framing(status: StatusCode, method: &Method, headers: &HeaderMap) -> Result<Framing, ClientError> {
+/// two ways, with a length that is not one, or by a coding its version has
+/// not.
+fn framing(status: StatusCode, version: Version, method: &Method, headers: &HeaderMap) -> Result<Framing, ClientError> {
+    if version == Version::HTTP_10 && headers.contains_key(TRANSFER_ENCODING) {
+        // RFC 9112 §6.1: such framing cannot be trusted.
+        return Err(ClientError::Protocol("the response is HTTP/1.0 and has a transfer-encoding".into()));
+    }
     if status.is_informational()
         || status == StatusCode::NO_CONTENT
         || status == StatusCode::NOT_MODIFIED
@@ -126,10 +141,10 @@ fn framing(status: StatusCode, method: &Method, headers: &HeaderMap) -> Result<F
     let chunked = match last_token(headers, &TRANSFER_ENCODING) {
         None => None,
         Some(Ok(last)) => Some(last.eq_ignore_ascii_case("chunked")),
-        Some(Err(_)) => return Err(ClientError::Http("the response's transfer-encoding is not valid".into())),
+        Some(Err(_)) => return Err(ClientError::Protocol("the response's transfer-encoding is not valid".into())),
     };
     let length = content_length(headers).map_err(|err| {
-        ClientError::Http(match err {
+        ClientError::Protocol(match err {
             HeaderError::LengthsDisagree => "the response has content-lengths that disagree".into(),
             HeaderError::InvalidLength | HeaderError::InvalidList => {
                 "the response's content-length is not valid".into()
@@ -138,7 +153,7 @@ fn framing(status: StatusCode, method: &Method, headers: &HeaderMap) -> Result<F
     })?;
     match (chunked, length) {
         (Some(_), Some(_)) => {
-            Err(ClientError::Http("the response has both a transfer-encoding and a content-length".into()))
+            Err(ClientError::Protocol("the response has both a transfer-encoding and a content-length".into()))
         }
         (Some(true), None) => Ok(Framing::Chunked),
         // A transfer coding other than chunked last: the body runs until the close.
@@ -153,7 +168,7 @@ mod tests {
     use super::*;
 
     fn head(text: &str) -> Result<Option<Head>, ClientError> {
-        take_head(&mut BytesMut::from(text.as_bytes()), &Method::POST)
+        take_head(&mut BytesMut::from(text.as_bytes()), &Method::POST, &mut 0)
     }
 
     fn framing_of(text: &str) -> Result<Framing, String> {
@@ -170,11 +185,14 @@ mod tests {
         let (parts, ()) = request.into_parts();
         assert_eq!(
             &request_head(&parts, 12)[..],
-            b"POST /v1/chat?x=1 HTTP/1.1\r\nhost: api.example\r\ncontent-length: 12\r\n\r\n"
+            b"POST /v1/chat?x=1 HTTP/1.1\r\nhost: api.example\r\naccept-encoding: identity\r\ncontent-length: 12\r\n\r\n"
         );
         let request = http::Request::get("http://api.example:8080/v1/models").body(()).expect("request");
         let (parts, ()) = request.into_parts();
-        assert_eq!(&request_head(&parts, 0)[..], b"GET http://api.example:8080/v1/models HTTP/1.1\r\n\r\n");
+        assert_eq!(
+            &request_head(&parts, 0)[..],
+            b"GET http://api.example:8080/v1/models HTTP/1.1\r\naccept-encoding: identity\r\n\r\n"
+        );
     }
 
     #[test]
@@ -200,6 +218,12 @@ mod tests {
     }
 
     #[test]
+    fn an_http_1_0_response_with_a_transfer_coding_is_refused() {
+        let old = framing_of("HTTP/1.0 200 OK\r\ntransfer-encoding: chunked\r\n\r\n");
+        assert!(old.as_ref().is_err_and(|err| err.contains("HTTP/1.0")), "{old:?}");
+    }
+
+    #[test]
     fn keep_alive_follows_the_version_and_the_connection_header() {
         let alive = |text: &str| head(text).ok().flatten().map(|head| head.keep_alive);
         assert_eq!(alive("HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n"), Some(true));
@@ -213,10 +237,19 @@ mod tests {
     fn interim_responses_are_skipped_and_bounded() {
         let mut buf =
             BytesMut::from(&b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nhi"[..]);
-        let last = take_head(&mut buf, &Method::POST).ok().flatten().expect("the final head");
+        let last = take_head(&mut buf, &Method::POST, &mut 0).ok().flatten().expect("the final head");
         assert_eq!((last.status, &buf[..]), (StatusCode::OK, &b"hi"[..]));
         let many = "HTTP/1.1 103 Early Hints\r\n\r\n".repeat(MAX_INTERIM + 1) + "HTTP/1.1 200 OK\r\n\r\n";
         assert!(head(&many).is_err_and(|err| err.to_string().contains("interim")));
+        // Spaced out, each in a read of its own, they count all the same.
+        let mut interim = 0;
+        for _ in 0..MAX_INTERIM {
+            let mut one = BytesMut::from(&b"HTTP/1.1 100 Continue\r\n\r\n"[..]);
+            assert!(matches!(take_head(&mut one, &Method::POST, &mut interim), Ok(None)), "{interim} so far");
+        }
+        let mut one_more = BytesMut::from(&b"HTTP/1.1 102 Processing\r\n\r\n"[..]);
+        let refused = take_head(&mut one_more, &Method::POST, &mut interim);
+        assert!(refused.is_err_and(|err| err.to_string().contains("interim")));
     }
 
     #[test]
