@@ -7,6 +7,7 @@ pub mod clock;
 pub mod config;
 pub mod core;
 pub mod dialect;
+pub mod egress;
 pub mod event;
 pub mod h1;
 pub mod http;

@@ -29,16 +29,6 @@ async fn proxy(top: &str) -> (Proxy, MockHandle) {
     (Proxy::start(&config(top).mock("p", &provider).toml()).await, provider)
 }
 
-/// Sends `head` (and nothing more) and reads whatever comes back until the
-/// proxy closes the connection.
-async fn send_and_read(proxy: &Proxy, head: &str) -> String {
-    let mut socket = TcpStream::connect(proxy.addr).await.expect("connect");
-    socket.write_all(head.as_bytes()).await.expect("write");
-    let mut answer = Vec::new();
-    let _ = socket.read_to_end(&mut answer).await;
-    String::from_utf8_lossy(&answer).into_owned()
-}
-
 fn chat_head(content_length: usize) -> String {
     format!(
         "POST /v1/chat/completions HTTP/1.1\r\nhost: baton\r\ncontent-type: application/json\r\ncontent-length: {content_length}\r\n\r\n"
@@ -80,7 +70,7 @@ fn a_declared_body_over_the_limit_is_refused_before_it_is_read() {
     run(HARD_LIMIT, async {
         let (proxy, _provider) = proxy("max_body_bytes = 1000").await;
         let started = Instant::now();
-        let answer = send_and_read(&proxy, &format!("{}{{\"model\":", chat_head(100_000_000))).await;
+        let answer = proxy.exchange(format!("{}{{\"model\":", chat_head(100_000_000)).as_bytes()).await;
         assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
         assert!(answer.contains("request_too_large"), "{answer}");
         assert!(started.elapsed() < Duration::from_secs(5), "refused at once, took {:?}", started.elapsed());
@@ -128,7 +118,7 @@ fn connections_past_the_cap_are_answered_503_at_once() {
             held.push(socket);
         }
         let started = Instant::now();
-        let answer = send_and_read(&proxy, "GET /healthz HTTP/1.1\r\nhost: baton\r\n\r\n").await;
+        let answer = proxy.exchange(b"GET /healthz HTTP/1.1\r\nhost: baton\r\n\r\n").await;
         assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
         assert!(answer.to_ascii_lowercase().contains("retry-after: 1"), "{answer}");
         assert!(answer.contains("too_many_connections"), "an OpenAI-shaped error: {answer}");
@@ -146,11 +136,11 @@ fn connections_past_the_cap_are_answered_503_at_once() {
 fn the_http_layers_own_errors_have_bodies_openai_and_anthropic_clients_read() {
     run(HARD_LIMIT, async {
         let (proxy, _provider) = proxy("").await;
-        let garbage = send_and_read(&proxy, "NOT A REQUEST\r\n\r\n").await;
+        let garbage = proxy.exchange(b"NOT A REQUEST\r\n\r\n").await;
         assert!(garbage.starts_with("HTTP/1.1 400 "), "{garbage}");
         assert!(garbage.ends_with(r#""type":"invalid_request_error","code":"invalid_http"}}"#), "{garbage}");
         let huge_head = format!("GET /healthz HTTP/1.1\r\nhost: baton\r\nx-big: {}\r\n\r\n", "a".repeat(20_000));
-        let too_large = send_and_read(&proxy, &huge_head).await;
+        let too_large = proxy.exchange(huge_head.as_bytes()).await;
         assert!(too_large.starts_with("HTTP/1.1 431 "), "{too_large}");
         let body: serde_json::Value =
             serde_json::from_str(too_large.split_once("\r\n\r\n").map_or("", |(_, body)| body)).unwrap_or_default();
@@ -173,7 +163,7 @@ fn bodies_past_the_in_flight_budget_get_503_until_the_bytes_are_freed() {
             format!("{}{padded}", chat_head(padded.len()).replace("\r\n\r\n", "\r\nconnection: close\r\n\r\n"));
         let last = std::cell::RefCell::new(String::new());
         let no_room = eventually(Duration::from_secs(5), || async {
-            let answer = send_and_read(&proxy, &closing).await;
+            let answer = proxy.exchange(closing.as_bytes()).await;
             let refused = answer.starts_with("HTTP/1.1 503");
             *last.borrow_mut() = answer;
             refused
@@ -185,7 +175,7 @@ fn bodies_past_the_in_flight_budget_get_503_until_the_bytes_are_freed() {
         assert!(refused.contains("\"code\":\"too_many_body_bytes\""), "{refused}");
         drop(slow);
         let freed = eventually(Duration::from_secs(5), || async {
-            send_and_read(&proxy, &closing).await.starts_with("HTTP/1.1 200")
+            proxy.exchange(closing.as_bytes()).await.starts_with("HTTP/1.1 200")
         })
         .await;
         assert!(freed, "once the slow client is gone its bytes are free again");

@@ -32,15 +32,6 @@ fn chat_head(framing: &str, extra: &str) -> String {
     )
 }
 
-/// Sends `wire` and reads until the proxy closes the connection.
-async fn exchange(proxy: &Proxy, wire: &[u8]) -> String {
-    let mut socket = TcpStream::connect(proxy.addr).await.expect("connect");
-    socket.write_all(wire).await.expect("write");
-    let mut answer = Vec::new();
-    let _ = socket.read_to_end(&mut answer).await;
-    String::from_utf8_lossy(&answer).into_owned()
-}
-
 /// `body` as chunks of `size` bytes, ended by the last chunk.
 fn chunked(body: &str, size: usize) -> String {
     let mut wire = String::new();
@@ -61,7 +52,7 @@ fn pipelined_requests_are_answered_in_order_on_one_connection() {
             chat_head(&format!("content-length: {}", body.len()), ""),
             chat_head(&format!("content-length: {}", streamed.len()), ""),
         );
-        let answer = exchange(&proxy, wire.as_bytes()).await;
+        let answer = proxy.exchange(wire.as_bytes()).await;
         assert_eq!(answer.matches("HTTP/1.1 200 OK\r\n").count(), 4, "{answer}");
         let healthz = answer.find("\r\n\r\nok").expect("the first answer");
         let whole = answer.find("\"object\":\"chat.completion\"").expect("the whole answer");
@@ -81,7 +72,7 @@ fn a_chunked_request_body_is_read_whatever_its_chunks() {
         let body = chat_body(false).to_string();
         for size in [1, 7, 4096] {
             let wire = chat_head("transfer-encoding: chunked", "connection: close\r\n") + &chunked(&body, size);
-            let answer = exchange(&proxy, wire.as_bytes()).await;
+            let answer = proxy.exchange(wire.as_bytes()).await;
             assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "chunks of {size}: {answer}");
             assert!(answer.contains("w0 w1 w2"), "chunks of {size}: the provider's answer: {answer}");
         }
@@ -117,7 +108,7 @@ fn an_http_1_0_client_gets_a_stream_that_ends_at_the_close() {
             "POST /v1/chat/completions HTTP/1.0\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
             body.len()
         );
-        let answer = exchange(&proxy, format!("{head}{body}").as_bytes()).await;
+        let answer = proxy.exchange(format!("{head}{body}").as_bytes()).await;
         let (head, events) = answer.split_once("\r\n\r\n").expect("a head");
         assert!(head.starts_with("HTTP/1.1 200 OK\r\n") && head.contains("connection: close"), "{head}");
         assert!(!head.contains("transfer-encoding"), "HTTP/1.0 knows no chunks: {head}");
@@ -137,7 +128,7 @@ fn framing_that_could_smuggle_a_request_is_refused_saying_why() {
             (chat_head("content-length: -1", ""), "content-length"),
         ];
         for (head, says) in cases {
-            let answer = exchange(&proxy, format!("{head}{body}").as_bytes()).await;
+            let answer = proxy.exchange(format!("{head}{body}").as_bytes()).await;
             assert!(answer.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{head}: {answer}");
             assert!(answer.contains("connection: close"), "{head}: {answer}");
             let (_, json) = answer.split_once("\r\n\r\n").expect("a body");
@@ -154,7 +145,7 @@ fn a_broken_chunked_body_is_refused_in_the_doors_dialect_and_the_connection_clos
     run(HARD_LIMIT, async {
         let (proxy, provider) = proxy().await;
         let wire = chat_head("transfer-encoding: chunked", "") + "zz\r\n{}\r\n0\r\n\r\nGET /healthz HTTP/1.1\r\n\r\n";
-        let answer = exchange(&proxy, wire.as_bytes()).await;
+        let answer = proxy.exchange(wire.as_bytes()).await;
         assert!(answer.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{answer}");
         assert!(answer.contains("chunk size that is not valid"), "says what was wrong: {answer}");
         assert_eq!(answer.matches("HTTP/1.1 ").count(), 1, "nothing after the broken body is read as a request");

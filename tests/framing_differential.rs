@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::Request;
+use baton::h1::mutate::{SHARP, mutate};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::server::conn::http1;
@@ -238,29 +239,10 @@ impl Shape {
     }
 }
 
-/// Bytes that framing turns on, for mutations.
-const SHARP: &[u8] = b"\r\n ;:,0aG\t\"";
-
 fn wire() -> impl Strategy<Value = Vec<u8>> {
-    (
-        prop::collection::vec(shape(), 1..4),
-        prop::collection::vec((any::<prop::sample::Index>(), 0u8..3, prop::sample::select(SHARP)), 0..3),
-    )
-        .prop_map(|(shapes, mutations)| {
-            let mut wire: Vec<u8> = shapes.iter().flat_map(Shape::wire).collect();
-            for (at, how, byte) in mutations {
-                let at = at.index(wire.len() + 1);
-                match how {
-                    0 => wire.insert(at, byte),
-                    1 if at < wire.len() => {
-                        wire.remove(at);
-                    }
-                    _ if at < wire.len() => wire[at] = byte,
-                    _ => {}
-                }
-            }
-            wire
-        })
+    let mutations = prop::collection::vec((any::<usize>(), 0u8..3, prop::sample::select(SHARP)), 0..3);
+    (prop::collection::vec(shape(), 1..4), mutations)
+        .prop_map(|(shapes, mutations)| mutate(shapes.iter().flat_map(Shape::wire).collect(), &mutations))
 }
 
 proptest! {
@@ -295,8 +277,9 @@ proptest! {
 #[test]
 fn the_harness_sees_what_each_server_serves() {
     // Two valid pipelined requests: both servers serve both, alike, so the
-    // property compares real answers; the issue's smuggling bytes: neither
-    // serves the hidden request.
+    // property compares real answers. A bare LF hiding a request in a chunk
+    // extension, and a length listed twice in two spellings (the property's
+    // first find, on the code before these rules): baton serves neither.
     let valid = b"POST /e/1 HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\n{}GET /e/2 HTTP/1.1\r\nHost: h\r\n\r\n";
     let smuggling = b"POST /e/1 HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n2;\nZZ\r\n28\r\n0\r\n\r\nGET /SMUGGLED HTTP/1.1\r\nHost: h\r\n\r\n";
     support::run(Duration::from_secs(30), async {
@@ -308,5 +291,8 @@ fn the_harness_sees_what_each_server_serves() {
             let got = served(&answers(server, smuggling).await);
             assert!(got.is_empty(), "{got:?}");
         }
+        let listed = b"POST /e/0 HTTP/1.1\r\nHost: h\r\nContent-Length: 14,014\r\n\r\n0123456789abcd";
+        let (by_hyper, by_baton) = (served(&answers(hyper, listed).await), served(&answers(baton, listed).await));
+        assert!(by_baton.is_empty() && by_hyper.starts_with(&by_baton), "hyper: {by_hyper:?}, baton: {by_baton:?}");
     });
 }

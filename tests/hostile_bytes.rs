@@ -28,15 +28,6 @@ fn chat_head(length: usize, extra: &str) -> String {
     )
 }
 
-/// Sends `wire` on a new connection and reads until the proxy closes it.
-async fn exchange(proxy: &Proxy, wire: &[u8]) -> String {
-    let mut socket = TcpStream::connect(proxy.addr).await.expect("connect");
-    socket.write_all(wire).await.expect("write");
-    let mut answer = Vec::new();
-    let _ = socket.read_to_end(&mut answer).await;
-    String::from_utf8_lossy(&answer).into_owned()
-}
-
 /// Reads from `socket` until `bytes` have come.
 async fn read_exactly(socket: &mut TcpStream, bytes: usize) -> String {
     let mut got = vec![0u8; bytes];
@@ -74,7 +65,7 @@ fn a_bare_lf_in_a_chunk_extension_smuggles_no_request() {
         let proxy = Proxy::start(&ChatConfig::new().mock("p", &provider).toml()).await;
         let wire = "POST /v1/chat/completions HTTP/1.1\r\nhost: baton\r\ncontent-type: application/json\r\n\
                     transfer-encoding: chunked\r\n\r\n2;\nZZ\r\n28\r\n0\r\n\r\nGET /SMUGGLED HTTP/1.1\r\nhost: baton\r\n\r\n";
-        let answer = exchange(&proxy, wire.as_bytes()).await;
+        let answer = proxy.exchange(wire.as_bytes()).await;
         assert!(answer.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{answer}");
         assert!(answer.contains("bare LF"), "says what was wrong: {answer}");
         assert_eq!(answer.matches("HTTP/1.1 ").count(), 1, "one answer, none to a hidden request: {answer}");
@@ -115,7 +106,7 @@ fn an_http_1_0_request_framed_by_chunks_is_refused_and_closed() {
              transfer-encoding: chunked\r\n\r\n{:x}\r\n{body}\r\n0\r\n\r\nGET /healthz HTTP/1.1\r\nhost: baton\r\n\r\n",
             body.len()
         );
-        let answer = exchange(&proxy, wire.as_bytes()).await;
+        let answer = proxy.exchange(wire.as_bytes()).await;
         assert!(answer.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{answer}");
         assert!(answer.contains("HTTP/1.0"), "says why: {answer}");
         assert_eq!(answer.matches("HTTP/1.1 ").count(), 1, "the next request is not answered: {answer}");
@@ -130,7 +121,7 @@ fn no_host_two_hosts_a_bad_host_and_a_foreign_absolute_target_are_refused() {
         let proxy =
             Proxy::start(&ChatConfig::new().top("allowed_hosts = [\"localhost\"]").mock("p", &provider).toml()).await;
         let served =
-            exchange(&proxy, b"GET /v1/models HTTP/1.1\r\nhost: localhost:8080\r\nconnection: close\r\n\r\n").await;
+            proxy.exchange(b"GET /v1/models HTTP/1.1\r\nhost: localhost:8080\r\nconnection: close\r\n\r\n").await;
         assert!(served.starts_with("HTTP/1.1 200 OK\r\n"), "an allowed host is served: {served}");
         for (wire, status) in [
             ("GET /v1/models HTTP/1.1\r\n\r\n", "400"),
@@ -138,7 +129,7 @@ fn no_host_two_hosts_a_bad_host_and_a_foreign_absolute_target_are_refused() {
             ("GET /v1/models HTTP/1.1\r\nhost: a b@c/d\r\n\r\n", "400"),
             ("GET http://evil.example/v1/models HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n", "403"),
         ] {
-            let answer = exchange(&proxy, wire.as_bytes()).await;
+            let answer = proxy.exchange(wire.as_bytes()).await;
             assert!(answer.starts_with(&format!("HTTP/1.1 {status} ")), "{wire:?}: {answer}");
         }
     });
@@ -238,7 +229,7 @@ fn continue_is_not_sent_to_a_body_refused_from_the_head_alone() {
         let too_large = chat_head(4096, "expect: 100-continue\r\n");
         let wrong_type = chat_head(20, "expect: 100-continue\r\n").replace("application/json", "text/plain");
         for (head, status) in [(too_large, "413"), (wrong_type, "415")] {
-            let answer = exchange(&proxy, head.as_bytes()).await;
+            let answer = proxy.exchange(head.as_bytes()).await;
             assert!(answer.starts_with(&format!("HTTP/1.1 {status} ")), "the final answer at once: {answer}");
             assert!(!answer.contains("100 Continue"), "no body was invited: {answer}");
         }

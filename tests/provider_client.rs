@@ -14,7 +14,7 @@ use futures_util::StreamExt;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
-use baton::providers::client::{Client, ClientError};
+use baton::egress::{Client, ClientError};
 use support::raw::read_request;
 
 /// Every test's hard limit.

@@ -160,7 +160,7 @@ fn idle_connections_are_closed_after_the_idle_timeout_without_more_traffic() {
             vec![Step::Write(chunked_answer(&format!("{}{}", openai_text("hi"), openai_end())))]
         })
         .await;
-        let client = baton::providers::client::Client::new(8, Duration::from_millis(200)).expect("client");
+        let client = baton::egress::Client::new(8, Duration::from_millis(200)).expect("client");
         let request = http::Request::post(format!("{}/v1/chat/completions", provider.url))
             .body(bytes::Bytes::from_static(b"{}"))
             .expect("request");

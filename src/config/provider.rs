@@ -14,8 +14,8 @@ use toml::Spanned;
 use super::check::Checker;
 use super::error::ConfigError;
 use super::secret::Secret;
+use crate::egress::{Egress, Proxy, Trust, proxy_from_env};
 use crate::providers::ProviderKind;
-use crate::providers::client::{Egress, Proxy, Trust, proxy_from_env};
 use crate::resilience::BreakerSettings;
 
 /// The largest `ca_file` read: a system bundle of every public root is

@@ -7,6 +7,8 @@
 
 mod framing;
 mod headers;
+#[cfg(any(test, feature = "test-support"))]
+pub mod mutate;
 
 pub use framing::{BodyState, Chunk, Framing, Step};
 pub use headers::{HeaderError, content_length, keep_alive, last_token, put_field};

@@ -12,11 +12,11 @@ use tokio::time::Instant;
 use crate::admission::RequestGate;
 use crate::config::{self, Config, ConfigError};
 use crate::core::Engine;
+use crate::egress::ClientError;
 use crate::observe::RouteStats;
 use crate::observe::traces::{TraceError, Tracer};
 use crate::ops::alerts::{StoreAlerts, Watched};
 use crate::ops::drills::DrillContext;
-use crate::providers::client::ClientError;
 use crate::state::Store;
 use crate::store::{Keyring, Records, keyring};
 

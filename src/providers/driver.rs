@@ -12,8 +12,8 @@ use futures_util::{Stream, StreamExt, TryStreamExt};
 use http::header::{ACCEPT, CONTENT_ENCODING, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderName, HeaderValue, Method};
 
-use super::client::{Client, ClientError, ResponseBody};
 use super::{Adapter, Counting, Decoder, EventStream, Opener, Opening, ProviderError, ProviderKind, Upstream, sse};
+use crate::egress::{Client, ClientError, ResponseBody};
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 

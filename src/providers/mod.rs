@@ -3,7 +3,6 @@
 //! Adding a provider is one folder and one line in [`ProviderKind::adapter`].
 
 mod anthropic;
-pub mod client;
 pub mod driver;
 mod error;
 mod first;
@@ -121,7 +120,7 @@ pub struct Upstream<'a> {
     /// request is traced, so a provider that traces continues the trace.
     pub traceparent: Option<&'a str>,
     /// How connections to the provider leave: its proxy and extra trust.
-    pub egress: &'a client::Egress,
+    pub egress: &'a crate::egress::Egress,
 }
 
 impl Upstream<'_> {

@@ -52,4 +52,15 @@ impl Proxy {
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }
+
+    /// Sends `wire` as it is on a new connection and reads until the proxy
+    /// closes it: for the bytes no HTTP client library would send.
+    pub async fn exchange(&self, wire: &[u8]) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut socket = tokio::net::TcpStream::connect(self.addr).await.expect("connect");
+        socket.write_all(wire).await.expect("write");
+        let mut answer = Vec::new();
+        let _ = socket.read_to_end(&mut answer).await;
+        String::from_utf8_lossy(&answer).into_owned()
+    }
 }

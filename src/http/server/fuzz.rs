@@ -16,6 +16,7 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 
 use super::head::{HEAD_LIMIT, take_head};
+use crate::h1::mutate::{SHARP, mutate};
 use crate::h1::{BodyState, Step};
 
 /// The most bytes one read adds, as the connection reads.
@@ -117,24 +118,9 @@ fn request() -> impl Strategy<Value = Vec<u8>> {
 
 /// Pipelined requests, mutated at a few bytes where framing turns, or bytes of any kind.
 fn wire() -> impl Strategy<Value = Vec<u8>> {
-    let sharp = prop::sample::select(b"\r\n \t;:,0aF\"\x00\x7f".to_vec());
-    let mutated =
-        (prop::collection::vec(request(), 1..4), prop::collection::vec((any::<Index>(), 0u8..3, sharp), 0..4))
-            .prop_map(|(requests, mutations)| {
-                let mut wire = requests.concat();
-                for (at, how, byte) in mutations {
-                    let at = at.index(wire.len() + 1);
-                    match how {
-                        0 => wire.insert(at, byte),
-                        1 if at < wire.len() => {
-                            wire.remove(at);
-                        }
-                        _ if at < wire.len() => wire[at] = byte,
-                        _ => {}
-                    }
-                }
-                wire
-            });
+    let mutations = prop::collection::vec((any::<usize>(), 0u8..3, prop::sample::select(SHARP)), 0..4);
+    let mutated = (prop::collection::vec(request(), 1..4), mutations)
+        .prop_map(|(requests, mutations)| mutate(requests.concat(), &mutations));
     prop_oneof![4 => mutated, 1 => prop::collection::vec(any::<u8>(), 0..512)]
 }
 

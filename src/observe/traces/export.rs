@@ -10,7 +10,7 @@ use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
 use opentelemetry_http::{HttpClient, HttpError, Request, Response};
 
-use crate::providers::client::{Client, ClientError};
+use crate::egress::{Client, ClientError};
 
 /// The most of a collector's answer read: OTLP answers are a few bytes.
 const MAX_ANSWER_BYTES: usize = 64 * 1024;

@@ -35,7 +35,7 @@ pub enum TraceError {
     Exporter(#[from] opentelemetry_otlp::ExporterBuildError),
     /// The exporter's HTTP client could not be made (its TLS setup).
     #[error("cannot make the OTLP exporter's HTTP client: {0}")]
-    Client(#[from] crate::providers::client::ClientError),
+    Client(#[from] crate::egress::ClientError),
     /// The batch exporter runs as a task and needs a runtime to start on.
     #[error("traces must be installed from inside a tokio runtime")]
     NoRuntime,

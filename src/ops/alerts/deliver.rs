@@ -17,8 +17,8 @@ use tokio::sync::mpsc;
 use super::Alert;
 use super::sign::{SIGNATURE_HEADER, signature};
 use crate::config::Webhook;
+use crate::egress::Client;
 use crate::observe::Metrics;
-use crate::providers::client::Client;
 
 /// Tries per webhook and alert, the first included.
 pub const TRIES: u32 = 4;

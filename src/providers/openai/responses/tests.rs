@@ -82,7 +82,7 @@ fn a_responses_body_goes_as_sent_with_model_stream_and_no_store() {
         model: "gpt-x",
         max_event_bytes: 1 << 20,
         traceparent: None,
-        egress: &crate::providers::client::Egress::DIRECT,
+        egress: &crate::egress::Egress::DIRECT,
     };
     let request = OpenAiResponses.request(upstream, &req).unwrap_or_else(|err| panic!("{err}"));
     assert_eq!(request.uri(), "http://x/v1/responses");

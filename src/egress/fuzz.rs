@@ -8,7 +8,7 @@
 //! where the reads split the bytes.
 //!
 //! `cargo test` runs 64 cases per property; a long run is
-//! `PROPTEST_CASES=200000 cargo test --release --lib providers::client::fuzz`.
+//! `PROPTEST_CASES=200000 cargo test --release --lib egress::fuzz`.
 
 use bytes::BytesMut;
 use http::Method;
@@ -16,6 +16,7 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 
 use super::wire::{HEAD_LIMIT, take_head};
+use crate::h1::mutate::{SHARP, mutate};
 use crate::h1::{BodyState, Step};
 
 /// The most bytes one read adds, as a connection reads at its largest.
@@ -116,27 +117,9 @@ fn response() -> impl Strategy<Value = Vec<u8>> {
 /// A response with bytes after it, mutated at a few bytes where framing
 /// turns, or bytes of any kind.
 fn wire() -> impl Strategy<Value = Vec<u8>> {
-    let sharp = prop::sample::select(b"\r\n \t;:,0aF\"\x00".to_vec());
-    let mutated = (
-        response(),
-        prop::collection::vec(any::<u8>(), 0..16),
-        prop::collection::vec((any::<Index>(), 0u8..3, sharp), 0..4),
-    )
-        .prop_map(|(response, tail, mutations)| {
-            let mut wire = [response, tail].concat();
-            for (at, how, byte) in mutations {
-                let at = at.index(wire.len() + 1);
-                match how {
-                    0 => wire.insert(at, byte),
-                    1 if at < wire.len() => {
-                        wire.remove(at);
-                    }
-                    _ if at < wire.len() => wire[at] = byte,
-                    _ => {}
-                }
-            }
-            wire
-        });
+    let mutations = prop::collection::vec((any::<usize>(), 0u8..3, prop::sample::select(SHARP)), 0..4);
+    let mutated = (response(), prop::collection::vec(any::<u8>(), 0..16), mutations)
+        .prop_map(|(response, tail, mutations)| mutate([response, tail].concat(), &mutations));
     prop_oneof![4 => mutated, 1 => prop::collection::vec(any::<u8>(), 0..512)]
 }
 

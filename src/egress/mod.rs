@@ -14,12 +14,12 @@
 mod body;
 mod connect;
 mod connection;
-mod egress;
 mod environment;
 #[cfg(test)]
 mod fuzz;
 mod pool;
 mod proxy;
+mod way_out;
 mod wire;
 
 use std::sync::Arc;
@@ -34,9 +34,9 @@ use connect::Connector;
 use pool::Pool;
 
 pub use body::ResponseBody;
-pub use egress::{Egress, Trust};
 pub use environment::{NoProxy, proxy_from_env};
 pub use proxy::Proxy;
+pub use way_out::{Egress, Trust};
 
 /// Why a request to a provider got no response, or its body broke off. The
 /// message never carries the URL or a header, so no key can leak through it.
