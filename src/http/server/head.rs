@@ -88,10 +88,10 @@ const MANY_CODINGS: Refusal = Refusal::new(
 /// is incomplete and within [`HEAD_LIMIT`].
 pub(super) fn take_head(buf: &mut BytesMut) -> Result<Option<Head>, Refusal> {
     match read_head(buf) {
-        Err(refusal) if refusal == target::BAD_VERSION => {
-            target::read_as_http_1_1(buf)?;
-            read_head(buf)
-        }
+        Err(refusal) if refusal == target::BAD_VERSION => match target::read_as_http_1_1(buf)? {
+            true => read_head(buf),
+            false => Ok(None),
+        },
         read => read,
     }
 }
@@ -315,6 +315,21 @@ mod tests {
         assert_eq!(absolute, Ok(Some(HeaderValue::from_static("evil.example"))), "the target's authority is the host");
         let with_user = head("GET http://a@evil.example/ HTTP/1.1\r\nhost: localhost\r\n\r\n");
         assert_eq!(with_user.err(), Some(BAD_HOST));
+    }
+
+    #[test]
+    fn a_later_http_1_version_reads_as_1_1_another_gets_505_and_a_broken_line_400() {
+        use super::target::OTHER_VERSION;
+        let later = head("GET / HTTP/1.2\r\nhost: b\r\n\r\n").ok().flatten().expect("served");
+        assert_eq!(later.request.version(), Version::HTTP_11);
+        assert_eq!(head("GET / HTTP/2.0\r\nhost: b\r\n\r\n").err(), Some(OTHER_VERSION));
+        assert!(head("GET / HTTP/2").is_ok_and(|head| head.is_none()), "a line not yet whole waits");
+        // The long fuzz run's find: four parts are no request line, whether
+        // the bytes come whole or the line is cut after its third byte.
+        let broken = "GET / healthz HTTP/1.1\r\nhost: baton\r\n\r\n";
+        assert_eq!(head(broken).err(), Some(INVALID));
+        assert_eq!(head(&broken[..8]).err(), Some(INVALID));
+        assert_eq!(head("GET / HTTP/1.x\r\n\r\n").err(), Some(INVALID));
     }
 
     #[test]

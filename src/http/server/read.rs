@@ -83,8 +83,9 @@ pub(super) enum ReadSide {
     /// With the connection, which may carry another request.
     Here(Reader),
     /// Lent to the request's body, which sends it back when it ends or is
-    /// dropped, saying whether it was read to its end.
-    Lent(oneshot::Receiver<(Reader, bool)>),
+    /// dropped, saying whether it was read to its end; with `asked`, it also
+    /// says when it is first asked for, to a client waiting to be invited.
+    Lent { back: oneshot::Receiver<(Reader, bool)>, asked: Option<oneshot::Receiver<()>> },
     /// Back from a body that was not read to its end: the connection cannot
     /// carry another request, and closes after the answer.
     Unread(Reader),
@@ -93,12 +94,26 @@ pub(super) enum ReadSide {
 }
 
 impl ReadSide {
+    /// Ready once, when the lent body is first asked for by a handler whose
+    /// client waits for `100 Continue` before it sends it.
+    pub(super) fn poll_asked_for_body(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let ReadSide::Lent { asked: waiting @ Some(_), .. } = self else { return Poll::Pending };
+        let asked = waiting.as_mut().map(|asked| Pin::new(asked).poll(cx));
+        match asked {
+            Some(Poll::Ready(asked)) => {
+                *waiting = None;
+                if asked.is_ok() { Poll::Ready(()) } else { Poll::Pending }
+            }
+            _ => Poll::Pending,
+        }
+    }
+
     /// Ready once the client has gone: its side closed or broke. Bytes it
     /// sends meanwhile (its next request) are kept, up to a head's worth.
     pub(super) fn poll_gone(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         loop {
             let reader = match self {
-                ReadSide::Lent(back) => {
+                ReadSide::Lent { back, .. } => {
                     *self = match ready!(Pin::new(back).poll(cx)) {
                         Ok((reader, true)) => ReadSide::Here(reader),
                         Ok((reader, false)) => ReadSide::Unread(reader),
@@ -126,7 +141,7 @@ impl ReadSide {
     /// Takes the reader back if the body has ended since it was lent, and
     /// says whether the connection may carry another request.
     pub(super) fn settle(&mut self) -> bool {
-        if let ReadSide::Lent(back) = self {
+        if let ReadSide::Lent { back, .. } = self {
             match back.try_recv() {
                 Ok((reader, true)) => *self = ReadSide::Here(reader),
                 Ok((reader, false)) => *self = ReadSide::Unread(reader),
@@ -143,7 +158,7 @@ impl ReadSide {
         let reusable = self.settle();
         match self {
             ReadSide::Here(reader) | ReadSide::Unread(reader) => Some((reader, reusable)),
-            ReadSide::Lent(_) | ReadSide::Gone => None,
+            ReadSide::Lent { .. } | ReadSide::Gone => None,
         }
     }
 }
@@ -170,19 +185,22 @@ pub(super) struct RequestBody {
 }
 
 impl RequestBody {
-    /// The body framed by `framing`, read through `reader`; the reader is
-    /// sent through the receiver returned at the body's end. With
-    /// `go_ahead`, the body says there when it is first asked for.
-    pub(super) fn lend(
-        reader: Reader,
-        framing: Framing,
-        go_ahead: Option<oneshot::Sender<()>>,
-    ) -> (Self, oneshot::Receiver<(Reader, bool)>) {
+    /// The body framed by `framing`, read through `reader`, and the read
+    /// side it is lent from, which takes the reader back at the body's end.
+    /// When the client `expects_continue`, the body tells the read side
+    /// when it is first asked for.
+    pub(super) fn lend(reader: Reader, framing: Framing, expects_continue: bool) -> (Self, ReadSide) {
         let (back, returned) = oneshot::channel();
+        let (go_ahead, asked) = if expects_continue {
+            let (tell, asked) = oneshot::channel();
+            (Some(tell), Some(asked))
+        } else {
+            (None, None)
+        };
         let length = if let Framing::Length(length) = framing { Some(length) } else { None };
         let state = BodyState::new(framing);
         let body = RequestBody { reader: Some(reader), state, back: Some(back), go_ahead, length };
-        (body, returned)
+        (body, ReadSide::Lent { back: returned, asked })
     }
 
     /// Sends the reader back, saying whether the body was read to its end.

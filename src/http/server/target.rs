@@ -27,23 +27,36 @@ pub(super) const OTHER_VERSION: Refusal = Refusal::new(
 pub(super) const UNKNOWN_METHOD: Refusal =
     Refusal::new(StatusCode::NOT_IMPLEMENTED, "method_not_implemented", "the request's method is not one HTTP defines");
 
-/// Makes a request line that names a later HTTP/1 minor version (`HTTP/1.2`)
-/// read as HTTP/1.1, which RFC 9110 §2.5 says to process it as; any other
-/// version is refused: another major version with 505, a line that names
-/// none as not HTTP at all.
-pub(super) fn read_as_http_1_1(buf: &mut BytesMut) -> Result<(), Refusal> {
-    let line = memchr::memchr(b'\n', buf).map_or(&buf[..], |end| &buf[..end]);
+/// Looks closer at a request line whose version the head's parser does not
+/// read: one naming a later HTTP/1 minor version (`HTTP/1.2`) is made to
+/// read as HTTP/1.1, which RFC 9110 §2.5 says to process it as (`true`);
+/// another major version is refused with 505, and a line that is not
+/// `method SP target SP HTTP/D.D` at all as not HTTP. A line not yet whole
+/// whose version may still turn out to be one of these waits for more
+/// (`false`), so the answer never depends on how the bytes were split.
+pub(super) fn read_as_http_1_1(buf: &mut BytesMut) -> Result<bool, Refusal> {
+    const SHAPE: &[u8] = b"HTTP/D.D";
+    let whole = memchr::memchr(b'\n', buf);
+    let line = whole.map_or(&buf[..], |end| &buf[..end]);
     let line = line.strip_suffix(b"\r").unwrap_or(line);
-    let Some(at) = line.len().checked_sub(8) else { return Err(INVALID) };
-    match &line[at..] {
-        [b'H', b'T', b'T', b'P', b'/', b'1', b'.', minor] if minor.is_ascii_digit() && *minor > b'1' => {
-            buf[at + 7] = b'1';
-            Ok(())
+    let parts: Vec<&[u8]> = line.split(|byte| *byte == b' ').collect();
+    let [_, _, version] = parts[..] else { return Err(INVALID) };
+    let fits = version.len() <= SHAPE.len()
+        && version.iter().zip(SHAPE).all(|(byte, shape)| match shape {
+            b'D' => byte.is_ascii_digit(),
+            shape => byte == shape,
+        });
+    match (fits, whole, version) {
+        (false, ..) => Err(INVALID),
+        (true, None, _) => Ok(false),
+        (true, Some(_), [.., b'1', b'.', minor]) if version.len() == SHAPE.len() && *minor > b'1' => {
+            let at = line.len() - 1;
+            buf[at] = b'1';
+            Ok(true)
         }
-        [b'H', b'T', b'T', b'P', b'/', major, b'.', minor] if major.is_ascii_digit() && minor.is_ascii_digit() => {
-            Err(OTHER_VERSION)
-        }
-        _ => Err(INVALID),
+        (true, Some(_), [.., b'1', b'.', _]) => Err(INVALID),
+        (true, Some(_), _) if version.len() == SHAPE.len() => Err(OTHER_VERSION),
+        (true, Some(_), _) => Err(INVALID),
     }
 }
 
