@@ -16,7 +16,7 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 
 use super::wire::{HEAD_LIMIT, take_head};
-use crate::h1::mutate::{SHARP, mutate};
+use crate::h1::mutate::{fuzz_config, mutated_or_any};
 use crate::h1::{BodyState, Step};
 
 /// The most bytes one read adds, as a connection reads at its largest.
@@ -117,18 +117,12 @@ fn response() -> impl Strategy<Value = Vec<u8>> {
 /// A response with bytes after it, mutated at a few bytes where framing
 /// turns, or bytes of any kind.
 fn wire() -> impl Strategy<Value = Vec<u8>> {
-    let mutations = prop::collection::vec((any::<usize>(), 0u8..3, prop::sample::select(SHARP)), 0..4);
-    let mutated = (response(), prop::collection::vec(any::<u8>(), 0..16), mutations)
-        .prop_map(|(response, tail, mutations)| mutate([response, tail].concat(), &mutations));
-    prop_oneof![4 => mutated, 1 => prop::collection::vec(any::<u8>(), 0..512)]
+    let whole = (response(), prop::collection::vec(any::<u8>(), 0..16));
+    mutated_or_any(whole.prop_map(|(response, tail)| [response, tail].concat()))
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: std::env::var("PROPTEST_CASES").ok().and_then(|cases| cases.parse().ok()).unwrap_or(64),
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(fuzz_config())]
 
     #[test]
     fn a_response_is_taken_alike_whatever_the_reads(wire in wire(), cuts in prop::collection::vec(any::<Index>(), 0..8)) {

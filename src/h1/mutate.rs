@@ -23,3 +23,27 @@ pub fn mutate(mut wire: Vec<u8>, mutations: &[(usize, u8, u8)]) -> Vec<u8> {
     }
     wire
 }
+
+/// What every framing fuzz property runs with: 64 cases in `cargo test`,
+/// `PROPTEST_CASES` of them in a long run, and no file of failures written
+/// into the source tree (a failure prints its input and seed).
+#[cfg(test)]
+pub(crate) fn fuzz_config() -> proptest::test_runner::Config {
+    proptest::test_runner::Config {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|cases| cases.parse().ok()).unwrap_or(64),
+        failure_persistence: None,
+        ..proptest::test_runner::Config::default()
+    }
+}
+
+/// Messages of `whole`, mutated at up to four of the places framing turns on
+/// (four inputs in five), or bytes of any kind.
+#[cfg(test)]
+pub(crate) fn mutated_or_any(
+    whole: impl proptest::strategy::Strategy<Value = Vec<u8>> + 'static,
+) -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+    use proptest::prelude::*;
+    let mutations = prop::collection::vec((any::<usize>(), 0u8..3, prop::sample::select(SHARP)), 0..4);
+    let mutated = (whole, mutations).prop_map(|(wire, mutations)| mutate(wire, &mutations));
+    prop_oneof![4 => mutated, 1 => prop::collection::vec(any::<u8>(), 0..512)]
+}
