@@ -152,3 +152,26 @@ fn a_broken_chunked_body_is_refused_in_the_doors_dialect_and_the_connection_clos
         assert!(provider.requests().is_empty());
     });
 }
+
+#[test]
+fn a_websocket_upgrade_on_the_responses_door_gets_426_and_http_still_answers() {
+    run(HARD_LIMIT, async {
+        let (proxy, provider) = proxy().await;
+        let body = r#"{"model":"chat","input":"hi"}"#;
+        let wire = format!(
+            "GET /v1/responses HTTP/1.1\r\nhost: baton\r\nconnection: Upgrade\r\nupgrade: websocket\r\n\
+             sec-websocket-version: 13\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n\
+             POST /v1/responses HTTP/1.1\r\nhost: baton\r\ncontent-type: application/json\r\n\
+             content-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let answer = proxy.exchange(wire.as_bytes()).await;
+        assert!(answer.starts_with("HTTP/1.1 426 Upgrade Required\r\n"), "the client falls back at once: {answer}");
+        assert!(answer.contains("\"code\":\"websocket_not_supported\""), "{answer}");
+        let (_, after) = answer.split_once("HTTP/1.1 426").expect("the refusal");
+        assert!(after.contains("HTTP/1.1 200 OK\r\n") && after.contains("w0 w1 w2"), "then HTTP answers: {answer}");
+        assert_eq!(provider.requests().len(), 1, "only the HTTP request reached the provider");
+        let plain = proxy.exchange(b"GET /v1/responses HTTP/1.1\r\nhost: baton\r\nconnection: close\r\n\r\n").await;
+        assert!(plain.starts_with("HTTP/1.1 405 "), "a GET without an upgrade is the wrong method: {plain}");
+    });
+}

@@ -132,6 +132,14 @@ impl ApiError {
         Self::new(StatusCode::METHOD_NOT_ALLOWED, ErrorKind::InvalidRequest, "method_not_allowed", message)
     }
 
+    /// A WebSocket upgrade on a path baton serves over HTTP only: 426, which
+    /// the Codex CLI takes as "fall back to HTTP" at once, where it retries a
+    /// 405 seven times first.
+    pub fn upgrade_refused(path: &str) -> Self {
+        let message = format!("this gateway does not speak WebSocket on {path}: send the same request as an HTTP POST");
+        Self::new(StatusCode::UPGRADE_REQUIRED, ErrorKind::InvalidRequest, "websocket_not_supported", message)
+    }
+
     /// The HTTP status the response carries.
     pub fn status(&self) -> StatusCode {
         self.status

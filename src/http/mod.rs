@@ -46,7 +46,7 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/chat/completions", door::<OpenAiChat>(&state))
         .route("/v1/messages", door::<AnthropicMessages>(&state))
         .route("/v1/messages/count_tokens", post(anthropic::count_tokens))
-        .route("/v1/responses", door::<OpenAiResponses>(&state))
+        .route("/v1/responses", door::<OpenAiResponses>(&state).get(websocket_refused))
         .route("/v1/models", get(models))
         .route("/v1/models/{*id}", get(model))
         .route("/", get(page))
@@ -100,6 +100,20 @@ async fn allowed_host(State(state): State<AppState>, request: Request, next: axu
     } else {
         edge_error(&request, ApiError::foreign_host(host))
     }
+}
+
+/// A `GET` on the Responses path: a WebSocket upgrade (the Codex CLI's
+/// transport when its provider enables it) gets 426, so the client falls
+/// back to HTTP at once with the same request still answerable there; any
+/// other `GET` is the wrong method, as before.
+async fn websocket_refused(request: Request) -> Response {
+    let upgrade = request.headers().get(header::UPGRADE).and_then(|value| value.to_str().ok()).unwrap_or_default();
+    let error = if upgrade.split(',').any(|protocol| protocol.trim().eq_ignore_ascii_case("websocket")) {
+        ApiError::upgrade_refused(request.uri().path())
+    } else {
+        ApiError::method_not_allowed(request.method().as_str(), request.uri().path())
+    };
+    edge_error(&request, error)
 }
 
 /// An error raised before a request reaches its endpoint, in the dialect of
