@@ -229,3 +229,24 @@ fn a_reload_replaces_routes_and_keeps_what_was_learned() {
         assert_eq!(names, ["chat", "chat2"], "a bad config leaves the running one in place");
     });
 }
+
+#[test]
+fn requests_for_endpoints_baton_lacks_are_counted_by_method_never_by_path() {
+    run(HARD_LIMIT, async {
+        let provider = MockProvider::openai().spawned().await;
+        let proxy = Proxy::start(&ChatConfig::new().mock("p", &provider).toml()).await;
+        for wire in [
+            &b"GET /chat/completions HTTP/1.1\r\nhost: baton\r\nconnection: close\r\n\r\n"[..],
+            b"GET /nope HTTP/1.1\r\nhost: baton\r\nconnection: close\r\n\r\n",
+            b"GET /v1/responses HTTP/1.1\r\nhost: baton\r\nupgrade: websocket\r\nconnection: close\r\n\r\n",
+            b"POST /healthz HTTP/1.1\r\nhost: baton\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+        ] {
+            let answer = proxy.exchange(wire).await;
+            assert!(["404", "405", "426"].iter().any(|status| answer[9..12] == **status), "{answer}");
+        }
+        let text = metrics(&proxy).await;
+        assert!(text.contains("baton_unknown_endpoint_total{method=\"GET\"} 3"), "{text}");
+        assert!(text.contains("baton_unknown_endpoint_total{method=\"POST\"} 1"), "{text}");
+        assert!(!text.contains("/nope"), "no path as a label");
+    });
+}

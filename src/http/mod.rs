@@ -60,9 +60,11 @@ pub fn app(state: AppState) -> Router {
         .route("/admin/keys", post(keys::create).get(keys::list))
         .route("/admin/keys/{name}", axum::routing::delete(keys::revoke))
         .route("/admin/history", get(history::history))
-        .fallback(|request: Request| async move { edge_error(&request, ApiError::not_found(request.uri().path())) })
-        .method_not_allowed_fallback(|request: Request| async move {
-            edge_error(&request, ApiError::method_not_allowed(request.method().as_str(), request.uri().path()))
+        .fallback(|State(state): State<AppState>, request: Request| async move {
+            knocked(&state, &request, ApiError::not_found(request.uri().path()))
+        })
+        .method_not_allowed_fallback(|State(state): State<AppState>, request: Request| async move {
+            knocked(&state, &request, ApiError::method_not_allowed(request.method().as_str(), request.uri().path()))
         });
     let router =
         if cors { router.layer(axum::middleware::from_fn_with_state(state.clone(), cors::cors)) } else { router };
@@ -106,14 +108,23 @@ async fn allowed_host(State(state): State<AppState>, request: Request, next: axu
 /// transport when its provider enables it) gets 426, so the client falls
 /// back to HTTP at once with the same request still answerable there; any
 /// other `GET` is the wrong method, as before.
-async fn websocket_refused(request: Request) -> Response {
+async fn websocket_refused(State(state): State<AppState>, request: Request) -> Response {
     let upgrade = request.headers().get(header::UPGRADE).and_then(|value| value.to_str().ok()).unwrap_or_default();
     let error = if upgrade.split(',').any(|protocol| protocol.trim().eq_ignore_ascii_case("websocket")) {
         ApiError::upgrade_refused(request.uri().path())
     } else {
         ApiError::method_not_allowed(request.method().as_str(), request.uri().path())
     };
-    edge_error(&request, error)
+    knocked(&state, &request, error)
+}
+
+/// The answer to a request for an endpoint baton does not have, counted
+/// and logged (once per path and minute) so an operator sees the client
+/// knocking on the wrong door.
+fn knocked(state: &AppState, request: &Request, error: ApiError) -> Response {
+    let status = error.status().as_u16();
+    state.engine().metrics().unknown_endpoint(request.method(), request.uri().path(), status);
+    edge_error(request, error)
 }
 
 /// An error raised before a request reaches its endpoint, in the dialect of

@@ -52,6 +52,10 @@ pub const BUDGET_EXCEEDED: &str = "baton_budget_exceeded";
 /// `connection_cap`, `panic`.
 pub const CLIENT_FAULTS: &str = "baton_client_faults";
 
+/// Requests for an endpoint baton does not have (an unknown path, a wrong
+/// method, a WebSocket upgrade), by method; never by path.
+pub const UNKNOWN_ENDPOINT: &str = "baton_unknown_endpoint";
+
 /// Whether the shared state store answers: 1 yes (always, with the memory
 /// backend), 0 while each replica falls back to its local state.
 pub const STATE_BACKEND_UP: &str = "baton_state_backend_up";
@@ -112,6 +116,11 @@ struct KindLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MethodLabel {
+    method: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CostLabels {
     route: String,
     provider: String,
@@ -154,6 +163,9 @@ pub struct Metrics {
     provider_up: Family<ProviderLabel, Gauge>,
     outages: Histograms<ProviderLabel>,
     client_faults: Family<KindLabel, Counter>,
+    unknown_endpoint: Family<MethodLabel, Counter>,
+    /// When each unknown path was last logged.
+    knocks: super::knocks::Knocks,
     cost: Family<CostLabels, Counter<f64, AtomicU64>>,
     budget_exceeded: Family<BudgetLabels, Counter>,
     state_backend_up: Gauge,
@@ -189,6 +201,8 @@ impl Metrics {
             provider_up: Family::default(),
             outages: Family::new_with_constructor(|| Histogram::new(OUTAGE_BUCKETS)),
             client_faults: Family::default(),
+            unknown_endpoint: Family::default(),
+            knocks: super::knocks::Knocks::default(),
             cost: Family::default(),
             budget_exceeded: Family::default(),
             state_backend_up: Gauge::default(),
@@ -221,6 +235,8 @@ impl Metrics {
         registry.register(PROVIDER_UP, "Whether the provider is answering: 1 up, 0 down", up);
         registry.register(PROVIDER_OUTAGE, "Provider outages, from down to the next answer", self.outages.clone());
         registry.register(CLIENT_FAULTS, "Clients that misbehaved, by kind", self.client_faults.clone());
+        let unknown = self.unknown_endpoint.clone();
+        registry.register(UNKNOWN_ENDPOINT, "Requests for an endpoint baton does not have, by method", unknown);
         registry.register(COST_USD, "USD spent, by route, provider and client key", self.cost.clone());
         registry.register(BUDGET_EXCEEDED, "Requests that met a spent budget", self.budget_exceeded.clone());
         let backend = self.state_backend_up.clone();
@@ -307,6 +323,17 @@ impl Metrics {
         });
         if due {
             tracing::warn!(kind, total = counter.get(), "client fault");
+        }
+    }
+
+    /// A request for an endpoint baton does not have, answered `status`:
+    /// counted by method, and logged once per path and minute.
+    pub fn unknown_endpoint(&self, method: &http::Method, path: &str, status: u16) {
+        let method = super::knocks::method_label(method);
+        self.unknown_endpoint.get_or_create(&MethodLabel { method }).inc();
+        if self.knocks.due(path, Instant::now()) {
+            let path: String = path.chars().take(200).collect();
+            tracing::info!(method, path, status, "a request for an endpoint baton does not have");
         }
     }
 

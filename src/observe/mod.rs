@@ -3,6 +3,7 @@
 //! traces.
 
 mod attempt;
+mod knocks;
 mod log_line;
 mod metrics;
 pub mod ops_metrics;
