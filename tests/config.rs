@@ -242,6 +242,26 @@ fn likely_mistakes_are_warned_about_without_failing() {
     assert!(none.is_empty(), "a good config has nothing to warn about: {none:?}");
 }
 
+#[test]
+fn an_anthropic_or_gemini_base_url_ending_in_a_version_is_warned_about() {
+    for (kind, url, adds) in [
+        ("anthropic", "https://api.anthropic.com/v1", "/v1/messages"),
+        ("gemini", "https://generativelanguage.googleapis.com/v1beta/", "/v1beta/models/"),
+    ] {
+        let text = format!(
+            "[[providers]]\nname = \"p\"\nkind = \"{kind}\"\nbase_url = \"{url}\"\n\n\
+             [[routes]]\nmodel = \"chat\"\ntargets = [{{ provider = \"p\", model = \"m\" }}, {{ provider = \"p\", model = \"n\" }}]\n"
+        );
+        let (_, warnings) = checked(&text, &[]).expect("valid");
+        let said = warnings.iter().find(|line| line.contains("providers[0].base_url")).cloned().unwrap_or_default();
+        assert!(said.starts_with("t.toml:4: providers[0].base_url:") && said.contains(adds), "{kind}: {warnings:?}");
+        assert!(said.contains("upstream_not_found"), "{said}");
+        let fine = text.replace(url, url.trim_end_matches('/').rsplit_once('/').map_or(url, |(host, _)| host));
+        let (_, warnings) = checked(&fine, &[]).expect("valid");
+        assert!(!warnings.iter().any(|line| line.contains("base_url")), "{kind} without the version: {warnings:?}");
+    }
+}
+
 const ONE_ROUTE: &str = "[[providers]]\nname = \"o\"\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n\n[[routes]]\nmodel = \"chat\"\ntargets = [{ provider = \"o\", model = \"m\" }]\n\n[[routes]]\nmodel = \"cheap\"\ntargets = [{ provider = \"o\", model = \"n\" }]\n";
 
 #[test]

@@ -51,25 +51,36 @@ pub(super) fn warnings(check: &Checker<'_>, raw: &RawConfig) -> Vec<String> {
     out
 }
 
-/// An OpenAI-kind `base_url` without a version segment: requests go to
-/// `{base_url}/chat/completions`, so `https://api.openai.com` (no `/v1`) 404s.
+/// A `base_url` against its kind's convention: an OpenAI-kind one without
+/// a version segment (requests go to `{base_url}/chat/completions`, so
+/// `https://api.openai.com` 404s), or an Anthropic or Gemini one that ends
+/// in one (baton adds `/v1/messages` or `/v1beta/models/…` itself, so
+/// `https://api.anthropic.com/v1` is asked at `/v1/v1/messages` and every
+/// request fails over as `upstream_not_found`).
 fn base_url(check: &Checker<'_>, provider: &RawProvider, i: usize) -> Option<String> {
-    if provider.kind.get_ref() != "openai" {
-        return None;
-    }
     let url = check.expand_quietly(&provider.base_url)?;
-    let path = url.parse::<http::Uri>().ok()?.path().to_owned();
-    let versioned = path
-        .split('/')
-        .any(|segment| segment.strip_prefix('v').is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit())));
-    (!versioned).then(|| {
-        format!(
-            "{}:{}: providers[{i}].base_url: {:?} has no version segment such as /v1; OpenAI-compatible servers answer at {{base_url}}/chat/completions, usually under /v1",
-            check.label,
-            check.line(provider.base_url.span().start),
-            provider.base_url.get_ref()
-        )
-    })
+    let path = url.parse::<http::Uri>().ok()?.path().trim_end_matches('/').to_owned();
+    let is_version =
+        |segment: &str| segment.strip_prefix('v').is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit()));
+    let at = format!(
+        "{}:{}: providers[{i}].base_url: {:?}",
+        check.label,
+        check.line(provider.base_url.span().start),
+        provider.base_url.get_ref()
+    );
+    let last = path.rsplit('/').next().unwrap_or_default();
+    match provider.kind.get_ref().as_str() {
+        "openai" if !path.split('/').any(is_version) => Some(format!(
+            "{at} has no version segment such as /v1; OpenAI-compatible servers answer at {{base_url}}/chat/completions, usually under /v1"
+        )),
+        "anthropic" if is_version(last) => Some(format!(
+            "{at} ends in /{last}, but baton adds /v1/messages itself: requests would go to …/{last}/v1/messages and fail over as upstream_not_found; leave /{last} out"
+        )),
+        "gemini" if is_version(last) => Some(format!(
+            "{at} ends in /{last}, but baton adds /v1beta/models/… itself: requests would go to …/{last}/v1beta/models/… and fail over as upstream_not_found; leave /{last} out"
+        )),
+        _ => None,
+    }
 }
 
 /// A `weight` on a route that is not `weighted`: it changes nothing, which
