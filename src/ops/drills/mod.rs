@@ -85,7 +85,8 @@ impl DrillContext {
         let ms = u64::try_from(ran.elapsed.as_millis()).unwrap_or(u64::MAX);
         let answered_by = ran.answered_by.as_ref().map(|(provider, _)| provider.as_str());
         if ran.passed {
-            tracing::info!(route = %ran.route, fail = %ran.fail, answered_by, attempts = ran.attempts, ms, "drill passed");
+            let outcome = ran.outcome;
+            tracing::info!(route = %ran.route, fail = %ran.fail, outcome, answered_by, attempts = ran.attempts, ms, "drill passed");
         } else {
             tracing::warn!(route = %ran.route, fail = %ran.fail, outcome = ran.outcome, answered_by, attempts = ran.attempts, ms, "drill failed");
             self.alerts.raise(Alert::drill_failed(&ran.route, &ran.fail, ran.outcome, ran.attempts, ran.elapsed));
