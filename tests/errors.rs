@@ -285,3 +285,22 @@ fn models_lists_routes_and_healthz_answers() {
         assert!(!html.contains("https://"), "no CDN: the page loads nothing from elsewhere");
     });
 }
+
+#[test]
+fn a_door_asked_for_without_v1_gets_404_saying_where_it_is() {
+    run(HARD_LIMIT, async {
+        let provider = MockProvider::openai().spawned().await;
+        let proxy = Proxy::start(&ChatConfig::new().mock("p", &provider).toml()).await;
+        let body = chat_body(false).to_string();
+        let wire = format!(
+            "POST /chat/completions HTTP/1.1\r\nhost: baton\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let answer = proxy.exchange(wire.as_bytes()).await;
+        assert!(answer.starts_with("HTTP/1.1 404 "), "{answer}");
+        assert!(answer.contains("did you mean /v1/chat/completions?"), "the hint names the door: {answer}");
+        let other = proxy.exchange(b"GET /nothing HTTP/1.1\r\nhost: baton\r\nconnection: close\r\n\r\n").await;
+        assert!(other.contains("no such endpoint: /nothing\""), "no hint where no door is near: {other}");
+        assert!(provider.requests().is_empty());
+    });
+}

@@ -123,7 +123,15 @@ impl ApiError {
 
     /// A path baton does not serve.
     pub fn not_found(path: &str) -> Self {
-        Self::new(StatusCode::NOT_FOUND, ErrorKind::InvalidRequest, "not_found", format!("no such endpoint: {path}"))
+        // An SDK whose base URL lacks the `/v1` baton's doors sit under.
+        const DOORS: [&str; 5] = ["/chat/completions", "/messages", "/messages/count_tokens", "/responses", "/models"];
+        let message = match DOORS.iter().find(|door| path.trim_end_matches('/') == **door) {
+            Some(door) => format!(
+                "no such endpoint: {path}; did you mean /v1{door}? (an OpenAI SDK's base_url ends in /v1, an Anthropic SDK's does not)"
+            ),
+            None => format!("no such endpoint: {path}"),
+        };
+        Self::new(StatusCode::NOT_FOUND, ErrorKind::InvalidRequest, "not_found", message)
     }
 
     /// A known path with the wrong method.
