@@ -97,15 +97,11 @@ impl ReadSide {
     /// Ready once, when the lent body is first asked for by a handler whose
     /// client waits for `100 Continue` before it sends it.
     pub(super) fn poll_asked_for_body(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        let ReadSide::Lent { asked: waiting @ Some(_), .. } = self else { return Poll::Pending };
-        let asked = waiting.as_mut().map(|asked| Pin::new(asked).poll(cx));
-        match asked {
-            Some(Poll::Ready(asked)) => {
-                *waiting = None;
-                if asked.is_ok() { Poll::Ready(()) } else { Poll::Pending }
-            }
-            _ => Poll::Pending,
-        }
+        let ReadSide::Lent { asked, .. } = self else { return Poll::Pending };
+        let Some(waiting) = asked else { return Poll::Pending };
+        let invited = ready!(Pin::new(waiting).poll(cx)).is_ok();
+        *asked = None;
+        if invited { Poll::Ready(()) } else { Poll::Pending }
     }
 
     /// Ready once the client has gone: its side closed or broke. Bytes it
