@@ -2,8 +2,6 @@
 //! labels bounded to provider, route and outcome kinds: never raw error
 //! text, never anything a client chose.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
@@ -14,6 +12,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use super::throttle::LogThrottle;
 use crate::resilience::{BreakerState, Health};
 
 /// Requests by route and outcome (a counter: the exposition adds `_total`).
@@ -120,6 +119,12 @@ struct MethodLabel {
     method: &'static str,
 }
 
+/// A method as a bounded label: one HTTP defines, else `other`.
+fn method_label(method: &http::Method) -> &'static str {
+    const KNOWN: [&str; 9] = ["GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"];
+    KNOWN.into_iter().find(|known| *known == method.as_str()).unwrap_or("other")
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CostLabels {
     route: String,
@@ -164,8 +169,8 @@ pub struct Metrics {
     outages: Histograms<ProviderLabel>,
     client_faults: Family<KindLabel, Counter>,
     unknown_endpoint: Family<MethodLabel, Counter>,
-    /// When each unknown path was last logged.
-    knocks: super::knocks::Knocks,
+    /// When each unknown path was last logged: once a minute.
+    knocks: LogThrottle,
     cost: Family<CostLabels, Counter<f64, AtomicU64>>,
     budget_exceeded: Family<BudgetLabels, Counter>,
     state_backend_up: Gauge,
@@ -175,7 +180,7 @@ pub struct Metrics {
     /// Alerts, drills and quotas: what baton does for its operators.
     ops: super::ops_metrics::OpsMetrics,
     /// When a client fault was last logged, per kind, so a flood logs a line a second.
-    fault_logged: Mutex<HashMap<&'static str, Instant>>,
+    fault_logged: LogThrottle,
 }
 
 impl Default for Metrics {
@@ -202,7 +207,7 @@ impl Metrics {
             outages: Family::new_with_constructor(|| Histogram::new(OUTAGE_BUCKETS)),
             client_faults: Family::default(),
             unknown_endpoint: Family::default(),
-            knocks: super::knocks::Knocks::default(),
+            knocks: LogThrottle::new(Duration::from_secs(60)),
             cost: Family::default(),
             budget_exceeded: Family::default(),
             state_backend_up: Gauge::default(),
@@ -210,7 +215,7 @@ impl Metrics {
             records_written: Counter::default(),
             store_up: Gauge::default(),
             ops: super::ops_metrics::OpsMetrics::default(),
-            fault_logged: Mutex::new(HashMap::new()),
+            fault_logged: LogThrottle::new(Duration::from_secs(1)),
         };
         metrics.state_backend_up.set(1);
         metrics.store_up.set(1);
@@ -313,15 +318,7 @@ impl Metrics {
     pub fn client_fault(&self, kind: &'static str) {
         let counter = self.client_faults.get_or_create(&KindLabel { kind });
         counter.inc();
-        let now = Instant::now();
-        let due = self.fault_logged.lock().is_ok_and(|mut logged| {
-            let due = logged.get(kind).is_none_or(|last| now.duration_since(*last) >= Duration::from_secs(1));
-            if due {
-                logged.insert(kind, now);
-            }
-            due
-        });
-        if due {
+        if self.fault_logged.due(kind, Instant::now()) {
             tracing::warn!(kind, total = counter.get(), "client fault");
         }
     }
@@ -329,7 +326,7 @@ impl Metrics {
     /// A request for an endpoint baton does not have, answered `status`:
     /// counted by method, and logged once per path and minute.
     pub fn unknown_endpoint(&self, method: &http::Method, path: &str, status: u16) {
-        let method = super::knocks::method_label(method);
+        let method = method_label(method);
         self.unknown_endpoint.get_or_create(&MethodLabel { method }).inc();
         if self.knocks.due(path, Instant::now()) {
             let path: String = path.chars().take(200).collect();

@@ -3,11 +3,11 @@
 //! traces.
 
 mod attempt;
-mod knocks;
 mod log_line;
 mod metrics;
 pub mod ops_metrics;
 mod request;
+mod throttle;
 pub mod traces;
 
 use std::collections::BTreeMap;

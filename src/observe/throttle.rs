@@ -1,49 +1,45 @@
-//! Requests for endpoints baton does not have: a client knocking on the
-//! wrong door (a path without `/v1`, a wrong method, a WebSocket upgrade).
-//! Each is counted by method, and logged once per path and minute, so an
-//! operator sees who is misconfigured without a flood of random paths
-//! flooding the log or the metrics (the path is never a label).
+//! How often a log line about one thing may be written: once per interval
+//! per subject (a kind of client fault, a path no endpoint has), for a
+//! bounded number of subjects, so a flood of them is visible without
+//! flooding the log.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-/// How often one path is logged at most.
-const EVERY: Duration = Duration::from_secs(60);
+/// The most subjects remembered at once; past it, a new subject is not
+/// logged until the interval of the oldest has passed.
+const SUBJECTS: usize = 1024;
 
-/// The most paths remembered at once; past it, a new path is counted but
-/// not logged until the minute of the oldest has passed.
-const PATHS: usize = 1024;
-
-/// When each path was last logged.
-#[derive(Debug, Default)]
-pub(super) struct Knocks {
+/// When each subject was last logged.
+#[derive(Debug)]
+pub(super) struct LogThrottle {
+    every: Duration,
     logged: Mutex<HashMap<Box<str>, Instant>>,
 }
 
-impl Knocks {
-    /// Whether a knock on `path` at `now` is logged: the first in a minute
-    /// for that path, while fewer than [`PATHS`] paths are remembered.
-    pub(super) fn due(&self, path: &str, now: Instant) -> bool {
+impl LogThrottle {
+    /// A subject logged at most once `every`.
+    pub(super) fn new(every: Duration) -> Self {
+        LogThrottle { every, logged: Mutex::new(HashMap::new()) }
+    }
+
+    /// Whether a line about `subject` at `now` is written: the first in its
+    /// interval, while fewer than [`SUBJECTS`] subjects are remembered.
+    pub(super) fn due(&self, subject: &str, now: Instant) -> bool {
         let mut logged = self.logged.lock().unwrap_or_else(PoisonError::into_inner);
-        if logged.get(path).is_some_and(|last| now.duration_since(*last) < EVERY) {
+        if logged.get(subject).is_some_and(|last| now.duration_since(*last) < self.every) {
             return false;
         }
-        if logged.len() >= PATHS && !logged.contains_key(path) {
-            logged.retain(|_, last| now.duration_since(*last) < EVERY);
-            if logged.len() >= PATHS {
+        if logged.len() >= SUBJECTS && !logged.contains_key(subject) {
+            logged.retain(|_, last| now.duration_since(*last) < self.every);
+            if logged.len() >= SUBJECTS {
                 return false;
             }
         }
-        logged.insert(path.into(), now);
+        logged.insert(subject.into(), now);
         true
     }
-}
-
-/// A method as a bounded label: one HTTP defines, else `other`.
-pub(super) fn method_label(method: &http::Method) -> &'static str {
-    const KNOWN: [&str; 9] = ["GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"];
-    KNOWN.into_iter().find(|known| *known == method.as_str()).unwrap_or("other")
 }
 
 #[cfg(test)]
@@ -51,18 +47,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_path_is_logged_once_a_minute_and_a_flood_of_paths_is_bounded() {
-        let knocks = Knocks::default();
+    fn a_subject_is_logged_once_an_interval_and_a_flood_of_subjects_is_bounded() {
+        const EVERY: Duration = Duration::from_secs(60);
+        let knocks = LogThrottle::new(EVERY);
         let start = Instant::now();
         assert!(knocks.due("/chat/completions", start));
         assert!(!knocks.due("/chat/completions", start + Duration::from_secs(59)), "once a minute");
         assert!(knocks.due("/chat/completions", start + EVERY), "again after it");
-        for n in 0..PATHS {
+        for n in 0..SUBJECTS {
             knocks.due(&format!("/random/{n}"), start + EVERY);
         }
         assert!(!knocks.due("/one/more", start + EVERY), "past the bound, counted but not logged");
         assert!(knocks.due("/one/more", start + EVERY * 2), "once the old minute has passed");
-        assert_eq!(method_label(&http::Method::GET), "GET");
-        assert_eq!(method_label(&http::Method::from_bytes(b"BREW").unwrap_or_default()), "other");
     }
 }
