@@ -34,7 +34,7 @@ const TOKENS: usize = 1000;
 
 /// One text event as the provider writes it, parsed as the relay receives it.
 fn text_event(kind: ProviderKind) -> SseEvent {
-    let raw = wire::text(kind, "model-x", " word42");
+    let raw = String::from_utf8(wire::text(kind, "model-x", " word42")).expect("an SSE event is text");
     let (mut name, mut data) = ("message", "");
     for line in raw.lines() {
         if let Some(value) = line.strip_prefix("event: ") {

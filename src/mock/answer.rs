@@ -83,14 +83,9 @@ impl Answer {
 
 /// A call id unique within a conversation: the turn it is made in.
 fn call_id(kind: ProviderKind, request: &RecordedRequest) -> String {
-    let list = match kind {
-        ProviderKind::Gemini => "contents",
-        ProviderKind::OpenAiResponses => "input",
-        ProviderKind::OpenAi | ProviderKind::Anthropic => "messages",
-    };
-    let turn = request.body.get(list).and_then(Value::as_array).map_or(0, Vec::len);
-    let prefix = if kind == ProviderKind::Anthropic { "toolu_mock" } else { "call_mock" };
-    format!("{prefix}_{turn}")
+    let sim = kind.simulated();
+    let turn = request.body.get(sim.turns().0).and_then(Value::as_array).map_or(0, Vec::len);
+    format!("{}_{turn}", sim.call_id_prefix())
 }
 
 /// The JSON answer: for the schema, or any object naming the provider.

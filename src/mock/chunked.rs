@@ -8,7 +8,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{ReadHalf, WriteHalf};
 
 use super::{Fault, misbehave, wire};
-use crate::providers::ProviderKind;
+use crate::providers::simulate::Simulated;
 
 /// What becomes of a connection once an exchange on it is over.
 pub(super) enum Next {
@@ -26,18 +26,21 @@ pub(super) struct Chunked<'a, 'w, 'r> {
     pub(super) writer: &'a mut WriteHalf<'w>,
     pub(super) reader: &'a mut ReadHalf<'r>,
     /// Bytes written right behind the end of the body, in the same write.
-    pub(super) trailer: Option<String>,
+    pub(super) trailer: Option<Vec<u8>>,
 }
 
 impl Chunked<'_, '_, '_> {
-    pub(super) async fn send(&mut self, event: &str) -> std::io::Result<()> {
-        let chunk = format!("{:x}\r\n{event}\r\n", event.len());
-        self.writer.write_all(chunk.as_bytes()).await
+    pub(super) async fn send(&mut self, event: &[u8]) -> std::io::Result<()> {
+        let mut chunk = format!("{:x}\r\n", event.len()).into_bytes();
+        chunk.extend_from_slice(event);
+        chunk.extend_from_slice(b"\r\n");
+        self.writer.write_all(&chunk).await
     }
 
     pub(super) async fn end(&mut self) -> std::io::Result<()> {
-        let trailer = self.trailer.take().unwrap_or_default();
-        self.writer.write_all(format!("0\r\n\r\n{trailer}").as_bytes()).await
+        let mut end = b"0\r\n\r\n".to_vec();
+        end.extend(self.trailer.take().unwrap_or_default());
+        self.writer.write_all(&end).await
     }
 
     /// The faults that strike once the answer's head is out, before its
@@ -59,14 +62,14 @@ impl Chunked<'_, '_, '_> {
     pub(super) async fn after_opening(
         &mut self,
         fault: Option<Fault>,
-        kind: ProviderKind,
+        sim: &dyn Simulated,
     ) -> std::io::Result<Option<Next>> {
         let last = match fault {
             Some(Fault::RoleThenStall) => None,
-            Some(Fault::Malformed) => Some(wire::malformed(kind)),
-            Some(Fault::WrongTypes) => Some(misbehave::wrong_types(kind)),
+            Some(Fault::Malformed) => Some(sim.malformed()),
+            Some(Fault::WrongTypes) => Some(sim.wrong_types()),
             Some(Fault::ErrorEvent) => {
-                self.send(&wire::error_event(kind)).await?;
+                self.send(&sim.error_event()).await?;
                 self.end().await?;
                 return Ok(Some(Next::Close));
             }
@@ -82,7 +85,7 @@ impl Chunked<'_, '_, '_> {
     /// the client closed the connection meanwhile.
     pub(super) async fn think(
         &mut self,
-        kind: ProviderKind,
+        sim: &dyn Simulated,
         model: &str,
         reasoning: usize,
         gap: Duration,
@@ -91,10 +94,10 @@ impl Chunked<'_, '_, '_> {
             if self.pause(gap).await {
                 return Ok(true);
             }
-            self.send(&wire::reasoning(kind, model, &wire::token("think", i))).await?;
+            self.send(&sim.reasoning(model, &wire::token("think", i))).await?;
         }
         if reasoning > 0 {
-            for event in wire::end_of_reasoning(kind) {
+            for event in sim.end_of_reasoning() {
                 self.send(&event).await?;
             }
         }
@@ -108,7 +111,7 @@ impl Chunked<'_, '_, '_> {
         &mut self,
         tokens: impl Iterator<Item = String>,
         (first, gap): (Duration, Duration),
-        event: impl Fn(&str) -> String,
+        event: impl Fn(&str) -> Vec<u8>,
     ) -> std::io::Result<Option<usize>> {
         let mut count = 0;
         for (n, token) in tokens.enumerate() {

@@ -6,13 +6,13 @@
 use std::io::{ErrorKind, Write as _};
 use std::time::Duration;
 
-use serde_json::json;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::net::tcp::WriteHalf;
 
-use super::{responses_wire, wire};
+use super::wire;
 use crate::providers::ProviderKind;
+use crate::providers::simulate::Simulated;
 
 /// The length of the padding line of [`huge_line`].
 pub(super) const HUGE_LINE_BYTES: usize = 4 * 1024 * 1024;
@@ -45,85 +45,31 @@ pub(super) async fn flood(writer: &mut WriteHalf<'_>) -> std::io::Result<()> {
 
 /// An event of the provider's own shape carrying no content, with one
 /// unknown field of [`HUGE_LINE_BYTES`] of padding on its single line.
-pub(super) fn huge_line(kind: ProviderKind) -> String {
-    let padding = "x".repeat(HUGE_LINE_BYTES);
-    match kind {
-        ProviderKind::OpenAi => format!("data: {}\n\n", json!({"choices": [], "padding": padding})),
-        ProviderKind::OpenAiResponses => responses_wire::huge_line(&padding),
-        ProviderKind::Anthropic => format!("event: ping\ndata: {}\n\n", json!({"type": "ping", "padding": padding})),
-        ProviderKind::Gemini => format!(
-            "data: {}\n\n",
-            json!({"candidates": [{"content": {"parts": [{"text": ""}], "role": "model"}, "index": 0}],
-                "padding": padding})
-        ),
-    }
+pub(super) fn huge_line(sim: &dyn Simulated) -> Vec<u8> {
+    sim.huge_line(&"x".repeat(HUGE_LINE_BYTES))
 }
 
-/// A first event in the provider's shape whose fields have the wrong types.
-pub(super) fn wrong_types(kind: ProviderKind) -> String {
-    match kind {
-        ProviderKind::OpenAi => {
-            format!("data: {}\n\n", json!({"choices": [{"index": "0", "delta": {"content": 42}, "finish_reason": 7}]}))
-        }
-        ProviderKind::OpenAiResponses => responses_wire::wrong_types(),
-        ProviderKind::Anthropic => format!(
-            "event: content_block_delta\ndata: {}\n\n",
-            json!({"type": "content_block_delta", "index": "0", "delta": {"type": "text_delta", "text": ["w"]}})
-        ),
-        ProviderKind::Gemini => format!(
-            "data: {}\n\n",
-            json!({"candidates": [{"content": {"parts": [{"text": 17}], "role": 3}, "index": "zero"}]})
-        ),
-    }
-}
-
-/// The events that end a complete answer, every usage count `u64::MAX`.
-pub(super) fn overflowing_finish(kind: ProviderKind, model: &str) -> Vec<String> {
-    let max = u64::MAX;
-    let data = |value: serde_json::Value| format!("data: {value}\n\n");
-    match kind {
-        ProviderKind::OpenAi => vec![
-            data(json!({"id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 0, "model": model,
-                "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})),
-            data(json!({"id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 0, "model": model,
-                "choices": [], "usage": {"prompt_tokens": max, "completion_tokens": max, "total_tokens": max}})),
-            "data: [DONE]\n\n".to_owned(),
-        ],
-        ProviderKind::OpenAiResponses => responses_wire::overflowing_finish(model),
-        ProviderKind::Anthropic => vec![
-            format!("event: content_block_stop\ndata: {}\n\n", json!({"type": "content_block_stop", "index": 0})),
-            format!(
-                "event: message_delta\ndata: {}\n\n",
-                json!({"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": null},
-                    "usage": {"input_tokens": max, "output_tokens": max}})
-            ),
-            format!("event: message_stop\ndata: {}\n\n", json!({"type": "message_stop"})),
-        ],
-        ProviderKind::Gemini => vec![data(json!({
-            "candidates": [{"content": {"parts": [{"text": ""}], "role": "model"}, "finishReason": "STOP", "index": 0}],
-            "usageMetadata": {"promptTokenCount": max, "candidatesTokenCount": max, "totalTokenCount": max},
-            "modelVersion": model}))],
-    }
-}
-
-/// A whole second response: 200, SSE headers and a complete answer of
-/// `tokens` words made by `token`.
+/// A whole response no request asked for, of `tokens` words made by `token`.
 pub(super) fn stray_response(
     kind: ProviderKind,
     model: &str,
     tokens: usize,
     token: impl Fn(usize) -> String,
-) -> String {
+) -> Vec<u8> {
     let mut events = wire::preamble(kind, model);
     events.extend((0..tokens).map(|i| wire::text(kind, model, &token(i))));
     events.extend(wire::finish(kind, model, tokens));
-    let mut response = String::from(
-        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n",
-    );
+    let mut response = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: {}\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n",
+        kind.simulated().content_type()
+    )
+    .into_bytes();
     for event in events {
-        response.push_str(&format!("{:x}\r\n{event}\r\n", event.len()));
+        response.extend(format!("{:x}\r\n", event.len()).into_bytes());
+        response.extend(event);
+        response.extend_from_slice(b"\r\n");
     }
-    response.push_str("0\r\n\r\n");
+    response.extend_from_slice(b"0\r\n\r\n");
     response
 }
 
@@ -134,7 +80,7 @@ pub(super) fn stray_response(
 /// is a blocking `peek` on a thread of its own, so it sees what the kernel
 /// has received, not what the runtime's reactor has noticed yet (a busy
 /// runtime notices late, and would write the stray after a request came).
-pub(super) async fn write_stray(socket: TcpStream, response: String) -> std::io::Result<TcpStream> {
+pub(super) async fn write_stray(socket: TcpStream, response: Vec<u8>) -> std::io::Result<TcpStream> {
     let socket = socket.into_std()?;
     let socket = tokio::task::spawn_blocking(move || {
         socket.set_nonblocking(false)?;
@@ -143,7 +89,7 @@ pub(super) async fn write_stray(socket: TcpStream, response: String) -> std::io:
         match socket.peek(&mut peeked) {
             Ok(_) => {}
             Err(err) if matches!(err.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                (&socket).write_all(response.as_bytes())?;
+                (&socket).write_all(&response)?;
             }
             Err(err) => return Err(err),
         }
@@ -160,7 +106,8 @@ pub(super) async fn write_stray(socket: TcpStream, response: String) -> std::io:
 mod tests {
     use super::*;
 
-    fn data_of(event: &str) -> serde_json::Value {
+    fn data_of(event: &[u8]) -> serde_json::Value {
+        let event = String::from_utf8_lossy(event);
         let data = event.lines().find_map(|line| line.strip_prefix("data: ")).unwrap_or_default();
         serde_json::from_str(data).expect("the event's data is JSON")
     }
@@ -168,12 +115,14 @@ mod tests {
     #[test]
     fn misbehaving_events_are_json_of_each_shape() {
         for kind in ProviderKind::ALL {
-            let huge = huge_line(kind);
-            assert!(huge.len() > HUGE_LINE_BYTES && huge.ends_with("\n\n"), "{kind}: one event");
-            assert!(huge.lines().any(|line| line.len() > HUGE_LINE_BYTES), "{kind}: the padding is on one line");
+            let sim = kind.simulated();
+            let huge = huge_line(sim);
+            assert!(huge.len() > HUGE_LINE_BYTES && huge.ends_with(b"\n\n"), "{kind}: one event");
+            let text = String::from_utf8_lossy(&huge);
+            assert!(text.lines().any(|line| line.len() > HUGE_LINE_BYTES), "{kind}: the padding is on one line");
             assert!(data_of(&huge)["padding"].as_str().is_some_and(|p| p.len() == HUGE_LINE_BYTES), "{kind}: padded");
-            assert!(data_of(&wrong_types(kind)).is_object(), "{kind}: wrong types, still JSON");
-            let finish = overflowing_finish(kind, "m").concat();
+            assert!(data_of(&sim.wrong_types()).is_object(), "{kind}: wrong types, still JSON");
+            let finish = String::from_utf8_lossy(&sim.overflowing_finish("m").concat()).into_owned();
             assert!(finish.contains("18446744073709551615"), "{kind}: u64::MAX usage: {finish}");
         }
     }
@@ -183,8 +132,9 @@ mod tests {
         let response = stray_response(ProviderKind::OpenAi, "m", 2, |i| format!(" w{i}"));
         let mut headers = [httparse::EMPTY_HEADER; 8];
         let mut parsed = httparse::Response::new(&mut headers);
-        assert!(matches!(parsed.parse(response.as_bytes()), Ok(httparse::Status::Complete(_))));
+        assert!(matches!(parsed.parse(&response), Ok(httparse::Status::Complete(_))));
         assert_eq!(parsed.code, Some(200));
-        assert!(response.contains(" w1") && response.ends_with("0\r\n\r\n"), "{response}");
+        let text = String::from_utf8_lossy(&response);
+        assert!(text.contains(" w1") && text.ends_with("0\r\n\r\n"), "{text}");
     }
 }

@@ -8,7 +8,6 @@ mod chunked;
 mod fault;
 mod misbehave;
 mod reading;
-mod responses_wire;
 mod schema;
 mod server;
 pub mod wire;
@@ -358,10 +357,7 @@ impl MockHandle {
 
     /// The base URL to configure, following the kind's SDK convention.
     pub fn base_url(&self) -> String {
-        match self.shared.provider.kind {
-            ProviderKind::OpenAi | ProviderKind::OpenAiResponses => format!("http://{}/v1", self.addr),
-            ProviderKind::Anthropic | ProviderKind::Gemini => format!("http://{}", self.addr),
-        }
+        self.shared.provider.kind.simulated().base_url(self.addr)
     }
 
     /// The provider's configuration.

@@ -15,7 +15,7 @@ use super::chunked::{Chunked, Next, wait_peer_closed};
 use super::reading::read_request;
 use super::words::Words;
 use super::{Fault, MockProvider, RECORDS_PATH, RecordedRequest, Schedule, misbehave, wire};
-use crate::providers::ProviderKind;
+use crate::providers::simulate::Simulated;
 
 pub(super) struct Shared {
     pub started: tokio::time::Instant,
@@ -98,9 +98,9 @@ async fn write_records(socket: &mut TcpStream, shared: &Shared) -> std::io::Resu
 
 /// A whole response no request asked for, in words foreign to every
 /// request, marked `label` (`stray`, `trailing`).
-fn stray(provider: &MockProvider, request: &RecordedRequest, label: &str) -> String {
+fn stray(provider: &MockProvider, request: &RecordedRequest, label: &str) -> Vec<u8> {
     let words = Words::stray(provider, request, label);
-    let model = model_of(provider.kind, request);
+    let model = model_of(provider, request);
     misbehave::stray_response(provider.kind, &model, provider.tokens, |i| words.token(i))
 }
 
@@ -122,20 +122,20 @@ struct Exchange<'a, 'w> {
 impl Exchange<'_, '_> {
     async fn respond(mut self, fault: Option<Fault>, reader: &mut ReadHalf<'_>) -> std::io::Result<Next> {
         let provider = &self.shared.provider;
-        let kind = provider.kind;
-        let counts = wire::is_count_path(kind, &self.request.path);
-        if !wire::is_chat_path(kind, &self.request.path) && !counts {
+        let sim = provider.kind.simulated();
+        let counts = sim.is_count_path(&self.request.path);
+        if !sim.is_chat_path(&self.request.path) && !counts {
             let message = format!("no route for {}", self.request.path);
             return self.json_response(404, "Not Found", &message, &[]).await;
         }
         if let Some(key) = &provider.api_key {
-            let (name, expected) = wire::auth_header(kind, key);
+            let (name, expected) = sim.auth_header(key);
             if self.request.headers.get(name) != Some(&expected) {
                 return self.json_response(401, "Unauthorized", "invalid api key", &[]).await;
             }
         }
         if counts {
-            let body = wire::token_count(&self.request.body);
+            let body = sim.token_count(&self.request.body);
             let head =
                 format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n", body.len());
             self.writer.write_all(format!("{head}{body}").as_bytes()).await?;
@@ -170,10 +170,10 @@ impl Exchange<'_, '_> {
                 self.json_response(400, "Bad Request", "mockbad temperature must be at most 2", &[]).await
             }
             Some(Fault::ContextLength) => {
-                self.json_response(400, "Bad Request", wire::context_length_message(kind), &[]).await
+                self.json_response(400, "Bad Request", sim.context_length_message(), &[]).await
             }
             Some(Fault::StallHeaders) => Ok(wait_peer_closed(reader).await),
-            _ if provider.rejects_prefill && ends_with_assistant(kind, self.request) => {
+            _ if provider.rejects_prefill && ends_with_assistant(sim, self.request) => {
                 let message = "This model does not support assistant message prefill. The conversation must end with a user message.";
                 self.json_response(400, "Bad Request", message, &[]).await
             }
@@ -188,7 +188,7 @@ impl Exchange<'_, '_> {
         message: &str,
         extra: &[(&str, &str)],
     ) -> std::io::Result<Next> {
-        let body = wire::error_body(self.shared.provider.kind, status, message);
+        let body = self.shared.provider.kind.simulated().error_body(status, message);
         let mut head = format!(
             "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n",
             body.len()
@@ -204,37 +204,39 @@ impl Exchange<'_, '_> {
 
     async fn stream(&mut self, fault: Option<Fault>, reader: &mut ReadHalf<'_>) -> std::io::Result<Next> {
         let provider = &self.shared.provider;
-        let kind = provider.kind;
-        let model = model_of(kind, self.request);
-        self.writer
-            .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n")
-            .await?;
+        let sim = provider.kind.simulated();
+        let model = model_of(provider, self.request);
+        let head = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: {}\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n",
+            sim.content_type()
+        );
+        self.writer.write_all(head.as_bytes()).await?;
         let trailer = (fault == Some(Fault::TrailingResponse)).then(|| stray(provider, self.request, "trailing"));
         let mut out = Chunked { writer: self.writer, reader, trailer };
         if let Some(next) = out.before_opening(fault).await? {
             return Ok(next);
         }
         let answer = Answer::for_request(provider, self.request);
-        for event in wire::opening(kind, &model, answer.reasoning > 0, provider.cached_tokens) {
+        for event in sim.opening(&model, answer.reasoning > 0, provider.cached_tokens) {
             out.send(&event).await?;
         }
         let words = Words::for_request(provider, self.request);
         let start = words.start;
         let cut_short = fault.is_some_and(Fault::cuts_short);
-        if let Some(next) = out.after_opening(fault, kind).await? {
+        if let Some(next) = out.after_opening(fault, sim).await? {
             return Ok(next);
         }
         let tokens =
             if cut_short { (start + provider.tokens_before_fault).min(provider.tokens) } else { provider.tokens };
         if provider.tool_call {
-            for event in wire::tool_call(kind, &model) {
+            for event in sim.tool_call(&model) {
                 out.send(&event).await?;
             }
         }
         if fault == Some(Fault::HugeLine) {
-            out.send(&misbehave::huge_line(kind)).await?;
+            out.send(&misbehave::huge_line(sim)).await?;
         }
-        if out.think(kind, &model, answer.reasoning, provider.reasoning_gap).await? {
+        if out.think(sim, &model, answer.reasoning, provider.reasoning_gap).await? {
             return Ok(Next::PeerClosed);
         }
         let mut first_delay = provider.first_token_after;
@@ -246,7 +248,7 @@ impl Exchange<'_, '_> {
         let said = words.replay.iter().filter(|_| answer.words).cloned();
         let marker_words = (start..tokens).filter(|_| answer.words).map(|i| words.token(i));
         let text_block = usize::from(answer.reasoning > 0);
-        let event = |token: &str| wire::text_in(kind, &model, text_block, token);
+        let event = |token: &str| sim.text_in(&model, text_block, token);
         let tokens = lead.cloned().chain(said).chain(marker_words);
         let Some(count) = out.say(tokens, (first_delay, provider.gap), event).await? else {
             return Ok(Next::PeerClosed);
@@ -259,7 +261,7 @@ impl Exchange<'_, '_> {
             reasoning: answer.reasoning,
             cached: provider.cached_tokens,
         };
-        end_of_answer(&mut out, fault, kind, &model, &wire::Ending { text_block, call, counts }).await
+        end_of_answer(&mut out, fault, sim, &model, &wire::Ending { text_block, call, counts }).await
     }
 }
 
@@ -267,7 +269,7 @@ impl Exchange<'_, '_> {
 async fn end_of_answer(
     out: &mut Chunked<'_, '_, '_>,
     fault: Option<Fault>,
-    kind: ProviderKind,
+    sim: &dyn Simulated,
     model: &str,
     ending: &wire::Ending<'_>,
 ) -> std::io::Result<Next> {
@@ -278,19 +280,19 @@ async fn end_of_answer(
             Ok(Next::Close)
         }
         Some(Fault::MidstreamMalformed) => {
-            out.send(&wire::malformed(kind)).await?;
+            out.send(&sim.malformed()).await?;
             Ok(wait_peer_closed(out.reader).await)
         }
         Some(Fault::MidstreamErrorEvent) => {
-            out.send(&wire::error_event(kind)).await?;
+            out.send(&sim.error_event()).await?;
             out.end().await?;
             Ok(Next::Close)
         }
         _ => {
             let finish = if fault == Some(Fault::OverflowUsage) {
-                misbehave::overflowing_finish(kind, model)
+                sim.overflowing_finish(model)
             } else {
-                wire::ending(kind, model, ending)
+                sim.ending(model, ending)
             };
             for event in finish {
                 out.send(&event).await?;
@@ -302,23 +304,13 @@ async fn end_of_answer(
 }
 
 /// Whether the conversation ends with the model's own words (a prefill).
-fn ends_with_assistant(kind: ProviderKind, request: &RecordedRequest) -> bool {
-    let (list, model_role) = match kind {
-        ProviderKind::Gemini => ("contents", "model"),
-        ProviderKind::OpenAiResponses => ("input", "assistant"),
-        ProviderKind::OpenAi | ProviderKind::Anthropic => ("messages", "assistant"),
-    };
+fn ends_with_assistant(sim: &dyn Simulated, request: &RecordedRequest) -> bool {
+    let (list, model_role) = sim.turns();
     let last = request.body.get(list).and_then(|messages| messages.as_array()).and_then(|messages| messages.last());
     last.and_then(|message| message.get("role")).and_then(|role| role.as_str()) == Some(model_role)
 }
 
-fn model_of(kind: ProviderKind, request: &RecordedRequest) -> String {
-    match kind {
-        ProviderKind::Gemini => {
-            request.path.trim_start_matches("/v1beta/models/").split(':').next().unwrap_or_default().to_owned()
-        }
-        ProviderKind::OpenAi | ProviderKind::OpenAiResponses | ProviderKind::Anthropic => {
-            request.body.get("model").and_then(|m| m.as_str()).unwrap_or_default().to_owned()
-        }
-    }
+/// The model the request asks for, where the provider's kind says it.
+fn model_of(provider: &MockProvider, request: &RecordedRequest) -> String {
+    provider.kind.simulated().model(&request.path, &request.body)
 }

@@ -13,6 +13,7 @@ mod samples;
 #[cfg(any(test, feature = "test-support"))]
 pub mod scripted;
 mod shape;
+pub mod simulate;
 pub mod sse;
 
 use std::fmt;
@@ -86,6 +87,11 @@ impl ProviderKind {
             ProviderKind::Anthropic => Some(ClientDialect::Messages),
             ProviderKind::Gemini => None,
         }
+    }
+
+    /// How a simulated provider of this kind reads and writes, for the mock.
+    pub fn simulated(self) -> &'static dyn simulate::Simulated {
+        self.adapter().simulated()
     }
 
     /// The registry: the adapter that speaks this dialect.
@@ -173,6 +179,9 @@ pub trait Adapter: Send + Sync {
 
     /// A fresh decoder for one response stream.
     fn decoder(&self) -> Box<dyn Decoder>;
+
+    /// The kind's simulated provider, for `baton mock` and the tests.
+    fn simulated(&self) -> &'static dyn simulate::Simulated;
 
     /// Whether an error response's body says the prompt does not fit the
     /// context window, in the provider's own words.

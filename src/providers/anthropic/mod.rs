@@ -2,12 +2,14 @@
 //! required, named stream events.
 
 mod decode;
+pub(super) mod simulated;
 
 use bytes::Bytes;
 use http::HeaderName;
 use serde_json::{Map, Value, json};
 
 use super::driver::{self, Set};
+use super::simulate::Simulated;
 use super::{Adapter, Decoder, ProviderError, Upstream};
 use crate::request::{
     ChatRequest, ClientDialect, Field, LimitField, Native, Part, ResponseFormat, Role, Tool, ToolChoice,
@@ -40,6 +42,10 @@ impl Adapter for Anthropic {
 
     fn decoder(&self) -> Box<dyn Decoder> {
         Box::<decode::AnthropicDecoder>::default()
+    }
+
+    fn simulated(&self) -> &'static dyn Simulated {
+        &simulated::SimulatedAnthropic
     }
 
     /// `POST /v1/messages/count_tokens` with the client's body and model

@@ -2,11 +2,13 @@
 //! system prompt in `systemInstruction`, sampling in `generationConfig`.
 
 mod decode;
+pub(super) mod simulated;
 
 use bytes::Bytes;
 use http::HeaderName;
 use serde_json::{Map, Value, json};
 
+use super::simulate::Simulated;
 use super::{Adapter, Decoder, ProviderError, Upstream, driver};
 use crate::request::{ChatRequest, ClientDialect, Field, Image, Part, ResponseFormat, Role, Setting, Tool, ToolChoice};
 
@@ -29,6 +31,10 @@ impl Adapter for Gemini {
 
     fn decoder(&self) -> Box<dyn Decoder> {
         Box::<decode::GeminiDecoder>::default()
+    }
+
+    fn simulated(&self) -> &'static dyn Simulated {
+        &simulated::SimulatedGemini
     }
 
     fn is_context_length(&self, message: &str) -> bool {

@@ -3,6 +3,7 @@
 
 mod decode;
 pub(super) mod responses;
+mod simulated;
 
 use bytes::Bytes;
 use http::header::AUTHORIZATION;
@@ -10,6 +11,7 @@ use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Value, json};
 
 use super::driver::{self, Set};
+use super::simulate::Simulated;
 use super::{Adapter, Decoder, ProviderError, Upstream};
 use crate::request::{
     ChatRequest, ClientDialect, Field, LimitField, Message, Part, ResponseFormat, Role, Setting, Tool, ToolChoice,
@@ -31,6 +33,10 @@ impl Adapter for OpenAi {
 
     fn decoder(&self) -> Box<dyn Decoder> {
         Box::<decode::OpenAiDecoder>::default()
+    }
+
+    fn simulated(&self) -> &'static dyn Simulated {
+        &simulated::SimulatedOpenAi
     }
 
     fn is_context_length(&self, message: &str) -> bool {

@@ -4,6 +4,7 @@
 //! baton keeps no conversation state, so every request says `store: false`.
 
 mod decode;
+mod simulated;
 
 use bytes::Bytes;
 use http::header::AUTHORIZATION;
@@ -11,6 +12,7 @@ use serde_json::{Map, Value, json};
 
 use super::{asks_nothing, effort_for_budget};
 use crate::providers::driver::{self, Set};
+use crate::providers::simulate::Simulated;
 use crate::providers::{Adapter, Decoder, ProviderError, Upstream};
 use crate::request::{ChatRequest, ClientDialect, Field, Message, Part, ResponseFormat, Role, Setting, ToolChoice};
 
@@ -34,6 +36,10 @@ impl Adapter for OpenAiResponses {
 
     fn decoder(&self) -> Box<dyn Decoder> {
         Box::<decode::ResponsesDecoder>::default()
+    }
+
+    fn simulated(&self) -> &'static dyn Simulated {
+        &simulated::SimulatedResponses
     }
 
     fn is_context_length(&self, message: &str) -> bool {
