@@ -19,6 +19,7 @@ pub mod providers;
 pub mod random_id;
 pub mod request;
 pub mod resilience;
+pub mod secret;
 pub mod state;
 pub mod store;
 

@@ -196,9 +196,9 @@ fn a_variable_may_carry_a_default_and_listen_may_name_a_host() {
     let (config, _) = checked(text, &[("PORT", "")]).expect("defaults fill unset and empty variables");
     assert_eq!(config.listen.port(), 8181);
     assert!(config.listen.ip().is_loopback(), "localhost resolves to a loopback address");
-    assert_eq!(config.providers[0].base_url, "http://127.0.0.1:9/v1");
+    assert_eq!(config.providers[0].account.base_url, "http://127.0.0.1:9/v1");
     let (config, _) = checked(text, &[("BASE", "http://10.1.1.1/v1")]).expect("a set variable wins");
-    assert_eq!(config.providers[0].base_url, "http://10.1.1.1/v1");
+    assert_eq!(config.providers[0].account.base_url, "http://10.1.1.1/v1");
 }
 
 #[test]

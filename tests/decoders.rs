@@ -11,15 +11,23 @@ use baton::providers::{ProviderKind, driver};
 use futures_util::StreamExt;
 
 fn fixture(kind: ProviderKind, name: &str) -> String {
-    let path = format!("{}/fixtures/{}/{name}.sse", env!("CARGO_MANIFEST_DIR"), kind.name());
-    std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("{path}: {err}"))
+    String::from_utf8(fixture_bytes(kind, name)).unwrap_or_else(|err| panic!("{kind}/{name}: {err}"))
+}
+
+/// A transcript's bytes: `<name>.sse`, or `<name>.eventstream` for a kind
+/// that answers in AWS's event stream.
+fn fixture_bytes(kind: ProviderKind, name: &str) -> Vec<u8> {
+    let dir = format!("{}/fixtures/{}", env!("CARGO_MANIFEST_DIR"), kind.name());
+    let sse = format!("{dir}/{name}.sse");
+    let path = if std::path::Path::new(&sse).exists() { sse } else { format!("{dir}/{name}.eventstream") };
+    std::fs::read(&path).unwrap_or_else(|err| panic!("{path}: {err}"))
 }
 
 /// Decodes `chunks` as one response body: the events, then the error that
 /// ended it (its kind), if any.
 async fn decode(kind: ProviderKind, chunks: Vec<Vec<u8>>) -> (Vec<Event>, Option<&'static str>) {
     let bytes = futures_util::stream::iter(chunks.into_iter().map(Ok::<_, Infallible>));
-    let mut stream = driver::decode(bytes, kind.adapter().decoder());
+    let mut stream = driver::decode_as(kind, bytes);
     let mut events = Vec::new();
     while let Some(item) = stream.next().await {
         match item {
@@ -33,8 +41,7 @@ async fn decode(kind: ProviderKind, chunks: Vec<Vec<u8>>) -> (Vec<Event>, Option
 /// Decodes the transcript whole, then split in two at every byte, then one
 /// byte at a time: each must give the same result.
 async fn replay(kind: ProviderKind, name: &str) -> (Vec<Event>, Option<&'static str>) {
-    let text = fixture(kind, name);
-    let bytes = text.as_bytes();
+    let bytes = &fixture_bytes(kind, name)[..];
     let whole = decode(kind, vec![bytes.to_vec()]).await;
     for cut in 1..bytes.len() {
         let split = decode(kind, vec![bytes[..cut].to_vec(), bytes[cut..].to_vec()]).await;
@@ -317,8 +324,57 @@ async fn responses_failed_is_an_error_event() {
 }
 
 #[tokio::test]
+async fn azure_reads_past_the_prompt_filter_chunk_and_passes_its_content_filter_on() {
+    let events =
+        text_case(ProviderKind::Azure, "Hello there!", (usage_of_counts(12, 3), "usage"), "\"finish_reason\":\"stop\"")
+            .await;
+    assert!(!events.is_empty());
+    let filtered = answered(ProviderKind::Azure, "content_filter").await;
+    assert_eq!(text_of(&filtered), "Here is the story");
+    assert_eq!(finish(&filtered), vec![FinishReason::ContentFilter], "the filter's verdict is the answer's end");
+}
+
+/// Usage with input and output only.
+fn usage_of_counts(input: u64, output: u64) -> Usage {
+    Usage { input_tokens: Some(input), output_tokens: Some(output), ..Usage::default() }
+}
+
+#[tokio::test]
+async fn bedrock_chunks_are_claude_s_events_and_its_exceptions_fail_the_stream() {
+    let events = answered(ProviderKind::Bedrock, "text").await;
+    assert_no_empty_text(&events);
+    assert_eq!(text_of(&events), "Hello there!");
+    assert_eq!(finish(&events), vec![FinishReason::Stop]);
+    assert_eq!(last_usage(&events), usage_of_counts(12, 6));
+    let (events, error) = replay(ProviderKind::Bedrock, "error_event").await;
+    assert_eq!(error, Some("error_event"), "a model stream error");
+    assert!(text_of(&events).is_empty());
+    let (events, error) = replay(ProviderKind::Bedrock, "throttled").await;
+    assert_eq!((events.len(), error), (0, Some("http_429")), "a throttling exception is a rate limit");
+    // Cut before the last message: truncated; a flipped byte: malformed.
+    let bytes = fixture_bytes(ProviderKind::Bedrock, "text");
+    let mut starts = vec![0];
+    while let Some(length) = bytes.get(starts[starts.len() - 1]..).and_then(|rest| rest.get(..4)) {
+        let next = starts[starts.len() - 1] + u32::from_be_bytes([length[0], length[1], length[2], length[3]]) as usize;
+        starts.push(next);
+    }
+    let last = starts[starts.len() - 2];
+    let (events, error) = decode(ProviderKind::Bedrock, vec![bytes[..last].to_vec()]).await;
+    assert_eq!(text_of(&events), "Hello there!", "every chunk before the cut is read");
+    assert!(finish(&events).is_empty(), "no finish without message_stop");
+    assert_eq!(error, Some("truncated"));
+    for at in [0, 9, 20, 100, bytes.len() - 1] {
+        let mut corrupt = bytes.clone();
+        corrupt[at] ^= 0x40;
+        let (_, error) = decode(ProviderKind::Bedrock, vec![corrupt]).await;
+        assert!(matches!(error, Some("malformed" | "event_too_large")), "byte {at} flipped: {error:?}");
+    }
+}
+
+#[tokio::test]
 async fn garbage_is_malformed_for_every_provider() {
-    for kind in ProviderKind::ALL {
+    let sse = ProviderKind::ALL.into_iter().filter(|kind| kind.adapter().content_type() == "text/event-stream");
+    for kind in sse {
         let (events, error) = decode(kind, vec![b"data: {\"oops\": \n\n".to_vec()]).await;
         assert_eq!(error, Some("malformed"), "{kind}: undecodable JSON");
         assert!(events.is_empty());

@@ -10,7 +10,7 @@ mod support;
 
 use std::time::Duration;
 
-use baton::mock::Fault;
+use baton::mock::{Fault, MockHandle};
 use baton::providers::ProviderKind;
 use serde_json::{Value, json};
 use support::matrix::*;
@@ -45,8 +45,8 @@ impl Ask {
 /// The id the secondary's tool call reaches the client with.
 fn call_id(kind: ProviderKind) -> &'static str {
     match kind {
-        ProviderKind::OpenAi | ProviderKind::OpenAiResponses => "call_mock",
-        ProviderKind::Anthropic => "toolu_mock",
+        ProviderKind::OpenAi | ProviderKind::OpenAiResponses | ProviderKind::Azure => "call_mock",
+        ProviderKind::Anthropic | ProviderKind::Bedrock => "toolu_mock",
         ProviderKind::Gemini => "call_0",
     }
 }
@@ -76,9 +76,9 @@ async fn run_asking(kind: ProviderKind, fault: Fault, stream: bool, ask: Ask) {
             );
         } else if ask == Ask::Json {
             // The secondary answers a JSON object naming itself, which baton checks and passes on.
-            expect_failover(&got, fault, stream, json!({ "answer": "clean" }).to_string());
+            expect_failover(&got, fault, stream, &answered_by(&secondary), json!({ "answer": "clean" }).to_string());
         } else {
-            expect_failover(&got, fault, stream, secondary.provider().expected_text());
+            expect_failover(&got, fault, stream, &answered_by(&secondary), secondary.provider().expected_text());
         }
         if ask != Ask::Text && fault != Fault::Refuse {
             let sent = primary.requests().pop().expect("the primary was tried");
@@ -90,11 +90,16 @@ async fn run_asking(kind: ProviderKind, fault: Fault, stream: bool, ask: Ask) {
     .await;
 }
 
-fn expect_failover(got: &Received, fault: Fault, stream: bool, expected: String) {
+/// The model the secondary is asked for, in its kind's form.
+fn answered_by(secondary: &MockHandle) -> String {
+    secondary.provider_kind().simulated().model_named("secondary-model")
+}
+
+fn expect_failover(got: &Received, fault: Fault, stream: bool, model: &str, expected: String) {
     let fault = fault.name();
     assert_eq!(got.status, 200, "{fault}: the secondary answers; body: {}", got.raw);
     assert_eq!(got.header("x-baton-provider"), "secondary", "{fault}: the secondary answered");
-    assert_eq!(got.header("x-baton-model"), "secondary-model", "{fault}: upstream model header");
+    assert_eq!(got.header("x-baton-model"), model, "{fault}: upstream model header");
     assert_eq!(got.header("x-baton-attempts"), "2", "{fault}: two attempts were made");
     assert!(!got.raw.contains(PRIMARY_MARKER), "{fault}: a byte of the failed attempt leaked: {}", got.raw);
     assert!(!got.raw.contains("mock"), "{fault}: the primary's error leaked: {}", got.raw);
@@ -104,13 +109,13 @@ fn expect_failover(got: &Received, fault: Fault, stream: bool, expected: String)
         assert!(got.saw_done(), "{fault}: a complete stream ends with [DONE]");
         assert!(got.error_event().is_none(), "{fault}: no error event in a good stream");
         for chunk in got.chunks() {
-            assert_eq!(chunk["model"], "secondary-model", "{fault}: every chunk names the model that answered");
+            assert_eq!(chunk["model"], model, "{fault}: every chunk names the model that answered");
         }
     } else {
         let body = got.json();
         assert_eq!(body["object"], "chat.completion", "{fault}: one completion body");
         assert_eq!(body["choices"][0]["message"]["content"], expected.as_str(), "{fault}: the secondary's whole text");
-        assert_eq!(body["model"], "secondary-model", "{fault}: the body names the model that answered");
+        assert_eq!(body["model"], model, "{fault}: the body names the model that answered");
         assert_eq!(body["choices"][0]["finish_reason"], "stop", "{fault}: finish reason");
         assert!(body["usage"]["completion_tokens"].as_u64().is_some_and(|n| n > 0), "{fault}: usage is in the body");
     }
@@ -233,4 +238,6 @@ matrix! {
     openai_responses_primary => ProviderKind::OpenAiResponses,
     anthropic_primary => ProviderKind::Anthropic,
     gemini_primary => ProviderKind::Gemini,
+    azure_primary => ProviderKind::Azure,
+    bedrock_primary => ProviderKind::Bedrock,
 }

@@ -80,7 +80,7 @@ proptest! {
         // error does; Gemini's `finishReason` and a `finish_reason` without
         // `[DONE]` complete the answer, but reading goes on for a late usage.
         let ends_reading = alone.last().is_some_and(Result::is_err)
-            || kind == ProviderKind::Anthropic
+            || matches!(kind, ProviderKind::Anthropic | ProviderKind::Bedrock)
             || contains(&fixture.bytes, b"[DONE]");
         if ends_reading {
             assert_eq!(both, alone, "{fixture:?} then {tail:?}: nothing after the end marker is read");
@@ -172,7 +172,7 @@ fn assert_verdict(kind: ProviderKind, body: &[u8], outcome: &Outcome) {
         );
     }
     if outcome.last().is_none_or(Result::is_ok) {
-        let said_done = kind == ProviderKind::OpenAi && contains(&body.0, b"[DONE]");
+        let said_done = matches!(kind, ProviderKind::OpenAi | ProviderKind::Azure) && contains(&body.0, b"[DONE]");
         assert!(
             finish.is_some() || said_done,
             "{kind}: a stream ends without an error only after the answer's end; {body:?} gave {outcome:?}"
@@ -223,7 +223,7 @@ fn decode(kind: ProviderKind, body: &[u8], cuts: &[Index]) -> Outcome {
 fn drain(kind: ProviderKind, chunks: Vec<Vec<u8>>) -> Outcome {
     let limit = chunks.iter().map(Vec::len).sum::<usize>() + 1;
     let bytes = futures_util::stream::iter(chunks.into_iter().map(Ok::<_, Infallible>));
-    let mut stream = driver::decode(bytes, kind.adapter().decoder());
+    let mut stream = driver::decode_as(kind, bytes);
     let mut outcome = Vec::new();
     loop {
         let Some(next) = stream.next().now_or_never() else {

@@ -160,18 +160,22 @@ fn a_tool_result_is_answered_with_its_content() {
 
             let received = provider.requests().pop().unwrap().body;
             let result = match kind {
-                ProviderKind::OpenAi => received["messages"][2].clone(),
+                ProviderKind::OpenAi | ProviderKind::Azure => received["messages"][2].clone(),
                 ProviderKind::OpenAiResponses => received["input"][2].clone(),
-                ProviderKind::Anthropic => received["messages"][2]["content"][0].clone(),
+                ProviderKind::Anthropic | ProviderKind::Bedrock => received["messages"][2]["content"][0].clone(),
                 ProviderKind::Gemini => received["contents"][2]["parts"][0].clone(),
             };
             let expected = match kind {
-                ProviderKind::OpenAi => json!({ "role": "tool", "tool_call_id": "call_1", "content": "18C and sunny" }),
+                ProviderKind::OpenAi | ProviderKind::Azure => {
+                    json!({ "role": "tool", "tool_call_id": "call_1", "content": "18C and sunny" })
+                }
                 ProviderKind::OpenAiResponses => {
                     json!({ "type": "function_call_output", "call_id": "call_1", "output": "18C and sunny" })
                 }
-                ProviderKind::Anthropic => json!({ "type": "tool_result", "tool_use_id": "call_1",
-                    "content": [{ "type": "text", "text": "18C and sunny" }] }),
+                ProviderKind::Anthropic | ProviderKind::Bedrock => {
+                    json!({ "type": "tool_result", "tool_use_id": "call_1",
+                    "content": [{ "type": "text", "text": "18C and sunny" }] })
+                }
                 ProviderKind::Gemini => {
                     json!({ "functionResponse": { "name": "get_weather", "response": { "output": "18C and sunny" } } })
                 }
@@ -207,9 +211,13 @@ fn json_answers_are_valid_for_the_schema_and_streamed_in_fragments() {
             assert!(content_chunks(&got) >= 3, "{kind}: streamed in fragments: {}", got.raw);
             let received = provider.requests().pop().unwrap().body;
             let asked = match kind {
-                ProviderKind::OpenAi => received["response_format"]["json_schema"]["schema"].clone(),
+                ProviderKind::OpenAi | ProviderKind::Azure => {
+                    received["response_format"]["json_schema"]["schema"].clone()
+                }
                 ProviderKind::OpenAiResponses => received["text"]["format"]["schema"].clone(),
-                ProviderKind::Anthropic => received["output_config"]["format"]["schema"].clone(),
+                ProviderKind::Anthropic | ProviderKind::Bedrock => {
+                    received["output_config"]["format"]["schema"].clone()
+                }
                 ProviderKind::Gemini => received["generationConfig"]["responseJsonSchema"].clone(),
             };
             assert_eq!(asked, forecast_schema(), "{kind}: the schema reached the provider");
@@ -229,6 +237,10 @@ async fn direct_text(provider: &MockHandle, body: &Value) -> (String, Vec<Value>
         ProviderKind::OpenAiResponses => format!("{}/responses", provider.base_url()),
         ProviderKind::Anthropic => format!("{}/v1/messages", provider.base_url()),
         ProviderKind::Gemini => format!("{}/v1beta/models/m:streamGenerateContent?alt=sse", provider.base_url()),
+        ProviderKind::Azure => {
+            format!("{}/openai/deployments/m/chat/completions?api-version=2024-10-21", provider.base_url())
+        }
+        ProviderKind::Bedrock => format!("{}/model/anthropic.m/invoke-with-response-stream", provider.base_url()),
     };
     let raw = reqwest::Client::new().post(url).json(body).send().await.unwrap().text().await.unwrap();
     let events: Vec<Value> = raw
@@ -276,16 +288,16 @@ fn images_are_accepted_and_counted_in_each_format() {
             assert_eq!(got.streamed_text(), expected, "{kind}: {}", got.raw);
             let received = provider.requests().pop().unwrap().body;
             let sent = match kind {
-                ProviderKind::OpenAi => received["messages"][0]["content"][1].clone(),
+                ProviderKind::OpenAi | ProviderKind::Azure => received["messages"][0]["content"][1].clone(),
                 ProviderKind::OpenAiResponses => received["input"][0]["content"][1].clone(),
-                ProviderKind::Anthropic => received["messages"][0]["content"][1].clone(),
+                ProviderKind::Anthropic | ProviderKind::Bedrock => received["messages"][0]["content"][1].clone(),
                 ProviderKind::Gemini => received["contents"][0]["parts"][1].clone(),
             };
             let data = PNG.split_once(',').unwrap().1;
             let expected = match kind {
-                ProviderKind::OpenAi => image.clone(),
+                ProviderKind::OpenAi | ProviderKind::Azure => image.clone(),
                 ProviderKind::OpenAiResponses => json!({ "type": "input_image", "image_url": PNG }),
-                ProviderKind::Anthropic => {
+                ProviderKind::Anthropic | ProviderKind::Bedrock => {
                     json!({ "type": "image", "source": { "type": "base64", "media_type": "image/png", "data": data } })
                 }
                 ProviderKind::Gemini => json!({ "inlineData": { "mimeType": "image/png", "data": data } }),
@@ -323,7 +335,8 @@ fn reasoning_comes_before_the_answer_and_usage_counts_it_and_the_cache() {
             assert_eq!(got.streamed_text(), provider.provider().expected_text(), "{kind}");
             let usage = got.chunks().last().unwrap()["usage"].clone();
             // Anthropic's usage counts thinking among the output without breaking it out.
-            let reasoning = if kind == ProviderKind::Anthropic { Value::Null } else { json!(3) };
+            let anthropic = matches!(kind, ProviderKind::Anthropic | ProviderKind::Bedrock);
+            let reasoning = if anthropic { Value::Null } else { json!(3) };
             assert_eq!(usage["completion_tokens_details"]["reasoning_tokens"], reasoning, "{kind}: {usage}");
             assert_eq!(usage["prompt_tokens_details"]["cached_tokens"], 4, "{kind}: {usage}");
             assert_eq!((usage["prompt_tokens"].clone(), usage["completion_tokens"].clone()), (json!(10), json!(6)));

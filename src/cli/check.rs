@@ -45,7 +45,7 @@ pub(crate) async fn run(path: &std::path::Path) -> Result<(), AnyError> {
                 i + 1,
                 provider.name,
                 provider.kind,
-                provider.base_url,
+                provider.account.base_url,
                 target.model,
                 target.first_token_timeout.as_millis(),
                 target.retries
@@ -55,6 +55,9 @@ pub(crate) async fn run(path: &std::path::Path) -> Result<(), AnyError> {
     for provider in &config.providers {
         if let Some(egress) = provider.egress.describe() {
             println!("provider {:?}: {egress}", provider.name);
+        }
+        if let Some(credential) = &provider.account.credential {
+            println!("provider {:?}: credentials: {}", provider.name, credential.source());
         }
     }
     Ok(())

@@ -41,7 +41,7 @@ GET /__requests answers every request received so far, as a JSON array of {path,
 #[derive(clap::Args)]
 #[command(after_help = FAULT_HELP)]
 pub(crate) struct MockArgs {
-    /// The wire format: openai, anthropic or gemini.
+    /// The wire format: openai, openai-responses, anthropic, gemini, azure or bedrock.
     #[arg(long, default_value = "openai", value_parser = parse_kind)]
     kind: ProviderKind,
     /// Where it listens.
@@ -83,8 +83,10 @@ pub(crate) struct MockArgs {
 }
 
 fn parse_kind(name: &str) -> Result<ProviderKind, String> {
-    ProviderKind::from_name(name)
-        .ok_or_else(|| format!("unknown kind {name:?}; expected openai, openai-responses, anthropic or gemini"))
+    ProviderKind::from_name(name).ok_or_else(|| {
+        let kinds: Vec<&str> = ProviderKind::ALL.iter().map(|kind| kind.name()).collect();
+        format!("unknown kind {name:?}; expected one of {}", kinds.join(", "))
+    })
 }
 
 fn parse_fault(name: &str) -> Result<Fault, String> {

@@ -16,7 +16,6 @@ mod provider;
 mod raw;
 mod retry_budget;
 mod route;
-mod secret;
 mod state;
 mod store;
 mod target;
@@ -26,6 +25,7 @@ mod warnings;
 
 use std::path::Path;
 
+pub use crate::secret::Secret;
 pub use budget::{Budget, BudgetAction, BudgetScope, Budgets, RequestCap};
 pub use drill_fault::{DrillFault, Drills};
 pub use error::ConfigError;
@@ -39,7 +39,6 @@ pub use route::{
     DEFAULT_MAX_RETRY_WAIT, DEFAULT_REQUEST_BOUND, DEFAULT_RETRY_BACKOFF, Hedge, MidstreamPolicy, Route, Strategy,
     Surface, UpstreamLimits,
 };
-pub use secret::Secret;
 pub use state::{DEFAULT_KEY_PREFIX, DEFAULT_REDIS_URL, DEFAULT_STATE_TIMEOUT, StateBackend, StateConfig};
 pub use store::{DEFAULT_RETENTION_DAYS, DEFAULT_STORE_FILE, StoreBackend, StoreConfig};
 pub use target::Target;

@@ -12,7 +12,7 @@ use super::check::Checker;
 use super::drill_fault::Drills;
 use super::error::ConfigError;
 use super::route::Route;
-use super::secret::Secret;
+use crate::secret::Secret;
 
 /// What a drill asks when the config does not say: little, so running it often costs little.
 pub const DEFAULT_DRILL_PROMPT: &str = "Reply with the word ok.";

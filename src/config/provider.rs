@@ -13,10 +13,10 @@ use toml::Spanned;
 
 use super::check::Checker;
 use super::error::ConfigError;
-use super::secret::Secret;
 use crate::egress::{Egress, Proxy, Trust, proxy_from_env};
-use crate::providers::ProviderKind;
+use crate::providers::{Account, ProviderKind, Settings};
 use crate::resilience::BreakerSettings;
+use crate::secret::Secret;
 
 /// The largest `ca_file` read: a system bundle of every public root is
 /// about 200 KiB.
@@ -33,8 +33,16 @@ pub(super) struct RawProvider {
     pub name: Spanned<String>,
     pub kind: Spanned<String>,
     pub api: Option<Spanned<String>>,
-    pub base_url: Spanned<String>,
+    pub base_url: Option<Spanned<String>>,
     pub api_key: Option<Spanned<String>>,
+    pub region: Option<Spanned<String>>,
+    pub project: Option<Spanned<String>>,
+    pub api_version: Option<Spanned<String>>,
+    pub credentials_file: Option<Spanned<String>>,
+    pub credentials: Option<Spanned<String>>,
+    pub aws_access_key_id: Option<Spanned<String>>,
+    pub aws_secret_access_key: Option<Spanned<String>>,
+    pub aws_session_token: Option<Spanned<String>>,
     pub breaker: Option<Spanned<RawBreaker>>,
     pub rpm: Option<Spanned<u64>>,
     pub tpm: Option<Spanned<u64>>,
@@ -59,10 +67,11 @@ pub struct Provider {
     pub name: String,
     /// The wire dialect.
     pub kind: ProviderKind,
-    /// Base URL, following the kind's official SDK convention.
-    pub base_url: String,
-    /// The gateway's credential, if the provider needs one.
+    /// The gateway's key, if the provider takes one.
     pub api_key: Option<Secret>,
+    /// What its kind made of its settings: its base URL (the kind's SDK
+    /// convention), its options and its credential beyond a key.
+    pub account: Account,
     /// When the provider's circuit breaker opens.
     pub breaker: BreakerSettings,
     /// The provider's quota for this account, requests per minute: a
@@ -84,14 +93,10 @@ pub(super) fn check(check: &Checker<'_>, raw: &RawProvider, i: usize) -> Result<
     if name.is_empty() {
         return Err(check.error(&raw.name, key("name"), "must not be empty"));
     }
-    let kind = match raw.kind.get_ref().as_str() {
-        "openai" => ProviderKind::OpenAi,
-        "anthropic" => ProviderKind::Anthropic,
-        "gemini" => ProviderKind::Gemini,
-        other => {
-            let message = format!("unknown kind {other:?}; expected openai, anthropic or gemini");
-            return Err(check.error(&raw.kind, key("kind"), message));
-        }
+    let Some(kind) = ProviderKind::from_config_kind(raw.kind.get_ref()) else {
+        let expected = ProviderKind::config_kinds().join(", ");
+        let message = format!("unknown kind {:?}; expected one of {expected}", raw.kind.get_ref());
+        return Err(check.error(&raw.kind, key("kind"), message));
     };
     let kind = match (&raw.api, kind) {
         (None, kind) => kind,
@@ -108,24 +113,12 @@ pub(super) fn check(check: &Checker<'_>, raw: &RawProvider, i: usize) -> Result<
             return Err(check.error(api, key("api"), message));
         }
     };
-    let base_url = check.expand(&raw.base_url, &key("base_url"))?;
-    match base_url.parse::<http::Uri>() {
-        Ok(url) if matches!(url.scheme_str(), Some("http" | "https")) && url.host().is_some() => {}
-        _ => {
-            // The value as written: an expanded ${VAR} may hold a secret.
-            let written = raw.base_url.get_ref();
-            return Err(check.error(&raw.base_url, key("base_url"), format!("{written:?} is not an http(s) URL")));
-        }
-    }
-    let api_key = match &raw.api_key {
-        Some(value) => match check.secret(value, &key("api_key"))? {
-            Some(secret) if http::HeaderValue::from_str(&secret).is_err() => {
-                return Err(check.error(value, key("api_key"), "contains characters an HTTP header cannot carry"));
-            }
-            secret => secret.map(Secret::new),
-        },
+    let base_url = match &raw.base_url {
+        Some(written) => Some(http_url(check, written, &key("base_url"))?),
         None => None,
     };
+    let api_key = header_secret(check, raw.api_key.as_ref(), &key("api_key"))?;
+    let account = account(check, raw, kind, base_url.as_deref(), api_key.as_ref(), i)?;
     let breaker = match &raw.breaker {
         Some(breaker) => breaker_settings(check, breaker.get_ref(), &key("breaker"))?,
         None => BreakerSettings::default(),
@@ -136,8 +129,95 @@ pub(super) fn check(check: &Checker<'_>, raw: &RawProvider, i: usize) -> Result<
         None => Ok(None),
     };
     let (rpm, tpm) = (per_minute(&raw.rpm, "rpm")?, per_minute(&raw.tpm, "tpm")?);
-    let egress = egress(check, raw, i, &base_url)?;
-    Ok(Provider { name, kind, base_url, api_key, breaker, rpm, tpm, egress })
+    let egress = egress(check, raw, i, &account.base_url)?;
+    Ok(Provider { name, kind, api_key, account, breaker, rpm, tpm, egress })
+}
+
+/// `value` expanded, when it is an http(s) URL with a host.
+fn http_url(check: &Checker<'_>, value: &Spanned<String>, key: &str) -> Result<String, ConfigError> {
+    let url = check.expand(value, key)?;
+    match url.parse::<http::Uri>() {
+        Ok(parsed) if matches!(parsed.scheme_str(), Some("http" | "https")) && parsed.host().is_some() => Ok(url),
+        // The value as written: an expanded ${VAR} may hold a secret.
+        _ => Err(check.error(value, key.to_owned(), format!("{:?} is not an http(s) URL", value.get_ref()))),
+    }
+}
+
+/// A secret an HTTP header will carry (a key, a token), expanded.
+fn header_secret(
+    check: &Checker<'_>,
+    value: Option<&Spanned<String>>,
+    key: &str,
+) -> Result<Option<Secret>, ConfigError> {
+    let Some(value) = value else { return Ok(None) };
+    match check.secret(value, key)? {
+        Some(secret) if http::HeaderValue::from_str(&secret).is_err() => {
+            Err(check.error(value, key.to_owned(), "contains characters an HTTP header cannot carry"))
+        }
+        secret => Ok(secret.map(Secret::new)),
+    }
+}
+
+/// What the provider's kind makes of its settings; a setting it refuses
+/// is reported at that setting's line.
+fn account(
+    check: &Checker<'_>,
+    raw: &RawProvider,
+    kind: ProviderKind,
+    base_url: Option<&str>,
+    api_key: Option<&Secret>,
+    i: usize,
+) -> Result<Account, ConfigError> {
+    let key = |field: &str| format!("providers[{i}].{field}");
+    let plain = |value: &Option<Spanned<String>>, field: &str| match value {
+        Some(value) => check.expand(value, &key(field)).map(Some),
+        None => Ok(None),
+    };
+    let (region, project) = (plain(&raw.region, "region")?, plain(&raw.project, "project")?);
+    let (api_version, credentials) = (plain(&raw.api_version, "api_version")?, plain(&raw.credentials, "credentials")?);
+    let credentials_file = plain(&raw.credentials_file, "credentials_file")?.map(|file| match check.dir {
+        Some(dir) if Path::new(&file).is_relative() => dir.join(file),
+        _ => PathBuf::from(file),
+    });
+    let aws_access_key_id = header_secret(check, raw.aws_access_key_id.as_ref(), &key("aws_access_key_id"))?;
+    let aws_secret_access_key =
+        header_secret(check, raw.aws_secret_access_key.as_ref(), &key("aws_secret_access_key"))?;
+    let aws_session_token = header_secret(check, raw.aws_session_token.as_ref(), &key("aws_session_token"))?;
+    let settings = Settings {
+        kind,
+        base_url,
+        api_key,
+        region: region.as_deref(),
+        project: project.as_deref(),
+        api_version: api_version.as_deref(),
+        credentials_file: credentials_file.as_deref(),
+        credentials: credentials.as_deref(),
+        aws_access_key_id: aws_access_key_id.as_ref(),
+        aws_secret_access_key: aws_secret_access_key.as_ref(),
+        aws_session_token: aws_session_token.as_ref(),
+        env: check.env,
+        secrets_optional: check.secrets_optional,
+    };
+    kind.adapter().configure(&settings).map_err(|refusal| {
+        let at = match refusal.key {
+            "base_url" => raw.base_url.as_ref(),
+            "api_key" => raw.api_key.as_ref(),
+            "region" => raw.region.as_ref(),
+            "project" => raw.project.as_ref(),
+            "api_version" => raw.api_version.as_ref(),
+            "credentials_file" => raw.credentials_file.as_ref(),
+            "credentials" => raw.credentials.as_ref(),
+            "aws_access_key_id" => raw.aws_access_key_id.as_ref(),
+            "aws_secret_access_key" => raw.aws_secret_access_key.as_ref(),
+            "aws_session_token" => raw.aws_session_token.as_ref(),
+            _ => None,
+        };
+        let name = key(refusal.key);
+        match at {
+            Some(at) => check.error(at, name, refusal.message),
+            None => check.error(&raw.kind, name, refusal.message),
+        }
+    })
 }
 
 /// The provider's `breaker`, each key defaulting on its own.
@@ -209,7 +289,10 @@ fn proxy(check: &Checker<'_>, raw: &RawProvider, i: usize, base_url: &str) -> Re
     proxy_from_env(check.env, https, host, port).map(|found| found.map(|(_, proxy)| proxy)).map_err(|(name, why)| {
         let message =
             format!("the environment's {name}: {why}; `proxy = \"{NO_PROXY_WORD}\"` or a proxy URL here overrides it");
-        check.error(&raw.base_url, key, message)
+        match &raw.base_url {
+            Some(written) => check.error(written, key, message),
+            None => check.error(&raw.kind, key, message),
+        }
     })
 }
 

@@ -17,7 +17,6 @@ use super::keys::{self, RawAccess, RawKey};
 use super::ops::{self, RawAlert, RawDrill};
 use super::provider::{self, Provider, RawProvider};
 use super::route::{self, RawRoute, Route, UpstreamLimits};
-use super::secret::Secret;
 use super::state::{self, RawState};
 use super::store::{self, RawStore, StoreBackend};
 use super::target::NO_SUCH_PROVIDER;
@@ -26,6 +25,7 @@ use super::top::{
     Config, DEFAULT_BODY_READ_TIMEOUT, DEFAULT_CLIENT_STALL_TIMEOUT, DEFAULT_LISTEN, DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_BODY_BYTES_IN_FLIGHT, DEFAULT_MAX_CONNECTIONS, DEFAULT_SHUTDOWN_GRACE, Top, resolve,
 };
+use crate::secret::Secret;
 
 /// The whole file as written: the top-level keys and every section.
 #[derive(Deserialize)]

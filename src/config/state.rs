@@ -9,7 +9,7 @@ use serde::Deserialize;
 
 use super::check::Checker;
 use super::error::ConfigError;
-use super::secret::Secret;
+use crate::secret::Secret;
 
 /// The Redis a `backend = "redis"` reaches when `redis_url` is not given.
 pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";

@@ -9,7 +9,7 @@ use toml::Spanned;
 
 use super::check::Checker;
 use super::error::ConfigError;
-use super::secret::Secret;
+use crate::secret::Secret;
 
 /// The SQLite file a config loaded from a file keeps its records in, next to it.
 pub const DEFAULT_STORE_FILE: &str = "baton.db";

@@ -72,6 +72,9 @@ pub(super) fn check(
         let provider = providers.get(name.as_str()).ok_or_else(|| {
             check.error(&target.provider, target_key("provider"), format!("{NO_SUCH_PROVIDER} {name:?}"))
         })?;
+        if let Err(why) = provider.kind.adapter().check_model(target.model.get_ref()) {
+            return Err(check.error(&target.model, target_key("model"), why));
+        }
         let deadline = target.first_token_timeout_ms.as_ref();
         let price = match &target.price {
             Some(price) => Some(price::check(check, price, &format!("{key}[{j}].price"))?),

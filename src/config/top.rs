@@ -11,10 +11,10 @@ use super::keys::Access;
 use super::ops::{Drill, Webhook};
 use super::provider::Provider;
 use super::route::{Route, UpstreamLimits};
-use super::secret::Secret;
 use super::state::StateConfig;
 use super::store::{StoreBackend, StoreConfig};
 use super::telemetry::Telemetry;
+use crate::secret::Secret;
 
 /// Where the proxy listens when the config does not say.
 pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 8080);

@@ -58,15 +58,16 @@ pub(super) fn warnings(check: &Checker<'_>, raw: &RawConfig) -> Vec<String> {
 /// `https://api.anthropic.com/v1` is asked at `/v1/v1/messages` and every
 /// request fails over as `upstream_not_found`).
 fn base_url(check: &Checker<'_>, provider: &RawProvider, i: usize) -> Option<String> {
-    let url = check.expand_quietly(&provider.base_url)?;
+    let written = provider.base_url.as_ref()?;
+    let url = check.expand_quietly(written)?;
     let path = url.parse::<http::Uri>().ok()?.path().trim_end_matches('/').to_owned();
     let is_version =
         |segment: &str| segment.strip_prefix('v').is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit()));
     let at = format!(
         "{}:{}: providers[{i}].base_url: {:?}",
         check.label,
-        check.line(provider.base_url.span().start),
-        provider.base_url.get_ref()
+        check.line(written.span().start),
+        written.get_ref()
     );
     let last = path.rsplit('/').next().unwrap_or_default();
     match provider.kind.get_ref().as_str() {

@@ -205,8 +205,14 @@ impl<'a> Attempt<'a> {
             Some(_) => Failure::Drill(Box::new(failure)),
             None => failure,
         };
-        if let (Failure::Provider(err), Some(key)) = (&mut failure, &self.target.provider.api_key) {
-            err.redact(key.expose());
+        if let Failure::Provider(err) = &mut failure {
+            let provider = &self.target.provider;
+            if let Some(key) = &provider.api_key {
+                err.redact(key.expose());
+            }
+            for secret in provider.account.credential.iter().flat_map(|credential| credential.secrets()) {
+                err.redact(&secret);
+            }
         }
         failure
     }
@@ -216,7 +222,8 @@ impl<'a> Attempt<'a> {
 /// the attempt's trace context.
 pub(super) fn upstream<'a>(target: &'a Target, max_event_bytes: usize, traceparent: Option<&'a str>) -> Upstream<'a> {
     Upstream {
-        base_url: &target.provider.base_url,
+        base_url: &target.provider.account.base_url,
+        account: &target.provider.account,
         api_key: target.provider.api_key.as_ref().map(|key| key.expose()),
         model: &target.model,
         max_event_bytes,

@@ -117,6 +117,11 @@ mod tests {
         for kind in ProviderKind::ALL {
             let sim = kind.simulated();
             let huge = huge_line(sim);
+            if sim.content_type() != "text/event-stream" {
+                // A binary frame: one message, the padding inside it.
+                assert!(huge.len() > HUGE_LINE_BYTES, "{kind}: padded");
+                continue;
+            }
             assert!(huge.len() > HUGE_LINE_BYTES && huge.ends_with(b"\n\n"), "{kind}: one event");
             let text = String::from_utf8_lossy(&huge);
             assert!(text.lines().any(|line| line.len() > HUGE_LINE_BYTES), "{kind}: the padding is on one line");

@@ -153,13 +153,12 @@ impl Exchange<'_, '_> {
                 self.json_response(503, "Service Unavailable", "mock5xx the service is overloaded", &[]).await
             }
             Some(Fault::Http429) => {
-                self.json_response(
-                    429,
-                    "Too Many Requests",
-                    "mock429 rate limit reached",
-                    &[("retry-after", &retry_after)],
-                )
-                .await
+                let millis = (provider.retry_after_secs.saturating_mul(1000)).to_string();
+                let mut headers = vec![("retry-after", retry_after.as_str())];
+                if sim.retry_after_ms() {
+                    headers.push(("retry-after-ms", &millis));
+                }
+                self.json_response(429, "Too Many Requests", "mock429 rate limit reached", &headers).await
             }
             Some(Fault::RetryAfterOverflow) => {
                 let header = [("retry-after", misbehave::RETRY_AFTER_OVERFLOW)];

@@ -8,7 +8,7 @@ use std::task::{Context, Poll, ready};
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
-use futures_util::{Stream, StreamExt, TryStreamExt};
+use futures_util::{Stream, StreamExt};
 use http::header::{ACCEPT, CONTENT_ENCODING, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderName, HeaderValue, Method};
 
@@ -70,9 +70,12 @@ async fn count_tokens(
     req: &ChatRequest,
 ) -> Result<u64, ProviderError> {
     let adapter = kind.adapter();
-    let request = adapter
+    let mut request = adapter
         .count_request(upstream, req)
         .ok_or_else(|| ProviderError::Request(format!("a {kind} provider counts no tokens")))??;
+    if let Some(credential) = &upstream.account.credential {
+        credential.authorize(&mut request, upstream.egress).await?;
+    }
     let response =
         client.send_via(request, upstream.egress).await.map_err(|err| ProviderError::Connect(err.to_string()))?;
     if !response.status().is_success() {
@@ -145,7 +148,10 @@ pub(super) enum Set<'a> {
     /// A JSON string of this text (the target's model).
     Str(&'a str),
     /// This JSON, written as it is: `true`, `{"include_usage":true}`.
-    Json(&'static str),
+    Json(&'a str),
+    /// No such field: the client's is left out (a cloud that takes the
+    /// model in its path refuses one in the body).
+    Drop,
 }
 
 /// The JSON object `body` with the fields of `set` written over: the
@@ -172,11 +178,15 @@ fn splice(body: &[u8], set: &[(&str, Set<'_>)]) -> Result<Vec<u8>, serde_json::E
         out.push(b',');
     }
     for (name, value) in set {
+        if matches!(value, Set::Drop) {
+            continue;
+        }
         serde_json::to_writer(&mut out, name)?;
         out.push(b':');
         match value {
             Set::Str(text) => serde_json::to_writer(&mut out, text)?,
             Set::Json(json) => out.extend_from_slice(json.as_bytes()),
+            Set::Drop => {}
         }
         out.push(b',');
     }
@@ -230,6 +240,9 @@ pub async fn open(
     if let Some(context) = upstream.traceparent.and_then(|context| http::HeaderValue::from_str(context).ok()) {
         request.headers_mut().insert("traceparent", context);
     }
+    if let Some(credential) = &upstream.account.credential {
+        credential.authorize(&mut request, upstream.egress).await?;
+    }
     let response = client.send_via(request, upstream.egress).await.map_err(|err| match err {
         ClientError::Url(why) => ProviderError::Request(why.to_owned()),
         ClientError::Http(why) => ProviderError::NoResponse(why),
@@ -246,14 +259,16 @@ pub async fn open(
         return Err(ProviderError::ContentEncoding(String::from_utf8_lossy(coding.as_bytes()).into_owned()));
     }
     let content_type = response.headers().get(CONTENT_TYPE).and_then(|value| value.to_str().ok()).unwrap_or_default();
+    let expected = adapter.content_type();
     // Media types are case-insensitive (RFC 9110 §8.3.1).
-    if !content_type.get(..17).is_some_and(|media| media.eq_ignore_ascii_case("text/event-stream")) {
+    if !content_type.get(..expected.len()).is_some_and(|media| media.eq_ignore_ascii_case(expected)) {
         return Err(ProviderError::ContentType(content_type.to_owned()));
     }
-    let bytes = response.into_body().map_err(|err| err.to_string());
+    let body = Box::pin(response.into_body().map(|chunk| chunk.map_err(|err| err.to_string())));
+    let frames = adapter.frames(body, upstream.max_event_bytes);
     // A reasoning signature means something only to the API that wrote it.
     let signatures = kind.dialect() == Some(req.dialect);
-    Ok(decoding(bytes, adapter.decoder(), upstream.max_event_bytes, signatures))
+    Ok(Box::pin(Decoding { sse: frames, decoder: adapter.decoder(), pending: Vec::new(), ended: false, signatures }))
 }
 
 /// Runs a byte stream through the SSE parser and `decoder`, with the default
@@ -275,22 +290,28 @@ where
     B: Into<Bytes> + Send + 'static,
     E: Display + Send + 'static,
 {
-    decoding(bytes, decoder, max_event_bytes, true)
+    let sse = sse::events(bytes, max_event_bytes);
+    Box::pin(Decoding { sse, decoder, pending: Vec::new(), ended: false, signatures: true })
 }
 
-/// [`decode_capped`], with the provider's reasoning signatures kept only
-/// when `signatures` says the client can send them back to it.
-fn decoding<S, B, E>(bytes: S, decoder: Box<dyn Decoder>, max_event_bytes: usize, signatures: bool) -> EventStream
+/// Runs a byte stream through `kind`'s framing (SSE, or AWS's event
+/// stream) and decoder, with the default cap on one event's size: an
+/// answer as the driver reads it, for tests and benchmarks.
+pub fn decode_as<S, B, E>(kind: ProviderKind, bytes: S) -> EventStream
 where
     S: Stream<Item = Result<B, E>> + Send + 'static,
     B: Into<Bytes> + Send + 'static,
     E: Display + Send + 'static,
 {
-    let sse = sse::events(bytes, max_event_bytes);
-    Box::pin(Decoding { sse, decoder, pending: Vec::new(), ended: false, signatures })
+    let adapter = kind.adapter();
+    let body = Box::pin(bytes.map(|chunk| chunk.map(Into::into).map_err(|err| err.to_string())));
+    let frames = adapter.frames(body, sse::DEFAULT_MAX_EVENT_BYTES);
+    Box::pin(Decoding { sse: frames, decoder: adapter.decoder(), pending: Vec::new(), ended: false, signatures: true })
 }
 
-/// A provider's SSE events through its decoder, one event at a time.
+/// A provider's events, as its kind frames them, through its decoder, one
+/// event at a time; reasoning signatures are kept only when `signatures`
+/// says the client can send them back to the API that wrote them.
 struct Decoding<S> {
     /// The SSE events, held in place: they box the bytes under them.
     sse: S,
@@ -342,8 +363,7 @@ where
 
 async fn error_response(adapter: &dyn Adapter, response: http::Response<ResponseBody>) -> ProviderError {
     let status = response.status().as_u16();
-    let retry_after =
-        response.headers().get(RETRY_AFTER).and_then(|value| value.to_str().ok()).and_then(parse_retry_after);
+    let retry_after = retry_after(response.headers());
     let body = read_limited(response).await;
     let message = error_message(&body);
     // The whole body: OpenAI says it in its `code`, others in the message.
@@ -375,6 +395,16 @@ fn error_message(body: &str) -> String {
     }
 }
 
+/// How long the provider asks to be left alone: `retry-after-ms` (Azure's
+/// and OpenAI's, in milliseconds) when it is sent, else `Retry-After`.
+fn retry_after(headers: &http::HeaderMap) -> Option<Duration> {
+    let millis = headers.get("retry-after-ms").and_then(|value| value.to_str().ok());
+    match millis.and_then(|millis| millis.trim().parse::<f64>().ok()).filter(|ms| ms.is_finite() && *ms >= 0.0) {
+        Some(ms) => Some(Duration::from_secs_f64((ms / 1000.0).min(u32::MAX as f64))),
+        None => headers.get(RETRY_AFTER).and_then(|value| value.to_str().ok()).and_then(parse_retry_after),
+    }
+}
+
 /// `Retry-After` as seconds or an HTTP date.
 pub fn parse_retry_after(value: &str) -> Option<Duration> {
     let value = value.trim();
@@ -401,6 +431,9 @@ mod tests {
         assert_eq!(spliced("{}", &set), r#"{"model":"m\"2","stream":true}"#);
         assert_eq!(spliced(r#"{"a":1}"#, &[]), r#"{"a":1}"#);
         assert_eq!(spliced("{}", &[]), "{}");
+        let dropped = [("model", Set::Drop), ("v", Set::Json("1"))];
+        assert_eq!(spliced(r#"{"model":"m","a":1}"#, &dropped), r#"{"a":1,"v":1}"#);
+        assert_eq!(spliced(r#"{"model":"m"}"#, &[("model", Set::Drop)]), "{}");
     }
 
     #[test]
@@ -426,6 +459,24 @@ mod tests {
         let parsed = parse_retry_after(&soon).unwrap_or_default();
         assert!(parsed > Duration::from_secs(27) && parsed <= Duration::from_secs(30), "got {parsed:?}");
         assert_eq!(parse_retry_after("soon"), None);
+    }
+
+    #[test]
+    fn retry_after_ms_wins_over_retry_after_and_a_bad_one_is_passed_over() {
+        let headers = |pairs: &[(&'static str, &'static str)]| {
+            pairs.iter().map(|(name, value)| (HeaderName::from_static(name), HeaderValue::from_static(value))).collect()
+        };
+        let both = headers(&[("retry-after-ms", "1500"), ("retry-after", "7")]);
+        assert_eq!(retry_after(&both), Some(Duration::from_millis(1500)));
+        let fraction = headers(&[("retry-after-ms", "250.5")]);
+        assert_eq!(retry_after(&fraction), Some(Duration::from_micros(250_500)));
+        for bad in ["-1", "soon", "NaN", "inf"] {
+            let value = HeaderValue::from_str(bad).unwrap_or(HeaderValue::from_static("x"));
+            let mut map: http::HeaderMap = headers(&[("retry-after", "7")]);
+            map.insert("retry-after-ms", value);
+            assert_eq!(retry_after(&map), Some(Duration::from_secs(7)), "{bad}");
+        }
+        assert_eq!(retry_after(&headers(&[])), None);
     }
 
     #[test]

@@ -78,8 +78,13 @@ pub enum ProviderError {
         message: String,
     },
     /// A success status without an event stream behind it.
-    #[error("expected text/event-stream, got {0:?}")]
+    #[error("not an event stream: the content type is {0:?}")]
     ContentType(String),
+    /// baton could not get the credential that proves its request (a
+    /// token exchange failed): the provider is unreachable as far as this
+    /// attempt goes, and the client is not at fault.
+    #[error("cannot get the provider's credential: {0}")]
+    Credential(String),
     /// An event that cannot be decoded.
     #[error("undecodable event: {0}")]
     Malformed(String),
@@ -190,6 +195,7 @@ impl ProviderError {
             ProviderError::NotFound { .. } => Class { charge_breaker: false, ..Class::upstream("upstream_not_found") },
             ProviderError::Status { .. } => Class::upstream("http_status"),
             ProviderError::ContentType(_) => Class::upstream("content_type"),
+            ProviderError::Credential(_) => Class::upstream("auth"),
             ProviderError::Malformed(_) => Class::upstream("malformed"),
             ProviderError::ErrorEvent(_) => Class::upstream("error_event"),
             ProviderError::Io(_) => Class::upstream("stream_broken"),
@@ -229,6 +235,7 @@ impl ProviderError {
             ProviderError::NotFound { .. } => "the provider has no such model or path (http 404)".to_owned(),
             ProviderError::Status { status, .. } => format!("unexpected http {status}"),
             ProviderError::ContentType(_) => "the answer is not an event stream".to_owned(),
+            ProviderError::Credential(_) => "cannot get the provider's credential".to_owned(),
             ProviderError::Malformed(_) => "undecodable event".to_owned(),
             ProviderError::ErrorEvent(_) => "error event from provider".to_owned(),
             ProviderError::Truncated | ProviderError::EventTooLarge(_) | ProviderError::Request(_) => self.to_string(),
@@ -247,6 +254,7 @@ impl ProviderError {
             | ProviderError::Protocol(text)
             | ProviderError::ContentEncoding(text)
             | ProviderError::ContentType(text)
+            | ProviderError::Credential(text)
             | ProviderError::Malformed(text)
             | ProviderError::ErrorEvent(text)
             | ProviderError::Io(text)

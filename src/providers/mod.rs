@@ -1,8 +1,13 @@
-//! Provider adapters: each folder translates one provider's API to and from the
-//! shared vocabulary of [`crate::event`]; [`driver`] does the HTTP they share.
-//! Adding a provider is one folder and one line in [`ProviderKind::adapter`].
+//! Provider adapters: each folder is one kind of provider — its settings
+//! and credential ([`account`]), its request, its framing, its decoder to
+//! the shared vocabulary of [`crate::event`], and its simulated wire
+//! ([`simulate`]); [`driver`] does the HTTP they share. Adding a kind is
+//! one folder and its lines in [`ProviderKind`]'s registry.
 
+mod account;
 mod anthropic;
+mod azure;
+mod bedrock;
 pub mod driver;
 mod error;
 mod first;
@@ -23,11 +28,18 @@ use std::pin::Pin;
 use bytes::Bytes;
 use futures_util::Stream;
 
+pub use account::{Account, Authorizing, Credential, Refusal, Settings};
 pub use error::{Class, ProviderError, Source};
 pub use sse::SseEvent;
 
 use crate::event::{ChatRequest, Event};
 use crate::request::{ClientDialect, Field};
+
+/// An answer's body as it is read, a failure to read it as its words.
+pub type Body = Pin<Box<dyn Stream<Item = Result<Bytes, String>> + Send>>;
+
+/// An answer's events as its kind frames them, before decoding.
+pub type Frames = Pin<Box<dyn Stream<Item = Result<SseEvent, ProviderError>> + Send>>;
 
 /// The one stream type every adapter produces and the core consumes.
 pub type EventStream = Pin<Box<dyn Stream<Item = Result<Event, ProviderError>> + Send>>;
@@ -43,12 +55,22 @@ pub enum ProviderKind {
     Anthropic,
     /// Google Gemini `streamGenerateContent`.
     Gemini,
+    /// Azure OpenAI: Chat Completions at a deployment's address.
+    Azure,
+    /// Amazon Bedrock: Claude's Messages in AWS's event stream, signed.
+    Bedrock,
 }
 
 impl ProviderKind {
     /// Every kind, for help texts, the simulated providers and test matrices.
-    pub const ALL: [ProviderKind; 4] =
-        [ProviderKind::OpenAi, ProviderKind::OpenAiResponses, ProviderKind::Anthropic, ProviderKind::Gemini];
+    pub const ALL: [ProviderKind; 6] = [
+        ProviderKind::OpenAi,
+        ProviderKind::OpenAiResponses,
+        ProviderKind::Anthropic,
+        ProviderKind::Gemini,
+        ProviderKind::Azure,
+        ProviderKind::Bedrock,
+    ];
 
     /// The name used on the command line, in metrics and on the page; a
     /// config file writes `openai-responses` as `kind = "openai"` with
@@ -59,12 +81,24 @@ impl ProviderKind {
             ProviderKind::OpenAiResponses => "openai-responses",
             ProviderKind::Anthropic => "anthropic",
             ProviderKind::Gemini => "gemini",
+            ProviderKind::Azure => "azure",
+            ProviderKind::Bedrock => "bedrock",
         }
     }
 
     /// Parses a command-line name.
     pub fn from_name(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|kind| kind.name() == name)
+    }
+
+    /// Parses a config file's `kind` (the Responses API is chosen by `api`).
+    pub fn from_config_kind(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().filter(|kind| *kind != ProviderKind::OpenAiResponses).find(|kind| kind.name() == name)
+    }
+
+    /// Every `kind` a config file may write.
+    pub fn config_kinds() -> Vec<&'static str> {
+        Self::ALL.into_iter().filter(|kind| *kind != ProviderKind::OpenAiResponses).map(ProviderKind::name).collect()
     }
 
     /// How a `[[providers]]` entry of this kind says so: its `kind`, and
@@ -75,6 +109,8 @@ impl ProviderKind {
             ProviderKind::OpenAiResponses => "kind = \"openai\"\napi = \"responses\"",
             ProviderKind::Anthropic => "kind = \"anthropic\"",
             ProviderKind::Gemini => "kind = \"gemini\"",
+            ProviderKind::Azure => "kind = \"azure\"",
+            ProviderKind::Bedrock => "kind = \"bedrock\"",
         }
     }
 
@@ -86,6 +122,8 @@ impl ProviderKind {
             ProviderKind::OpenAiResponses => Some(ClientDialect::Responses),
             ProviderKind::Anthropic => Some(ClientDialect::Messages),
             ProviderKind::Gemini => None,
+            ProviderKind::Azure => Some(ClientDialect::ChatCompletions),
+            ProviderKind::Bedrock => Some(ClientDialect::Messages),
         }
     }
 
@@ -101,6 +139,8 @@ impl ProviderKind {
             ProviderKind::OpenAiResponses => &openai::responses::OpenAiResponses,
             ProviderKind::Anthropic => &anthropic::Anthropic,
             ProviderKind::Gemini => &gemini::Gemini,
+            ProviderKind::Azure => &azure::Azure,
+            ProviderKind::Bedrock => &bedrock::Bedrock,
         }
     }
 }
@@ -116,6 +156,8 @@ impl fmt::Display for ProviderKind {
 pub struct Upstream<'a> {
     /// The provider's base URL, as configured (each kind's convention is in `docs/configuration.md`).
     pub base_url: &'a str,
+    /// What the provider's kind made of its settings: options and credential.
+    pub account: &'a Account,
     /// The gateway's key for this provider, if it needs one.
     pub api_key: Option<&'a str>,
     /// The provider's model name.
@@ -182,6 +224,31 @@ pub trait Adapter: Send + Sync {
 
     /// The kind's simulated provider, for `baton mock` and the tests.
     fn simulated(&self) -> &'static dyn simulate::Simulated;
+
+    /// What the kind makes of a provider's settings, or the setting it
+    /// refuses. Most kinds take a `base_url` and an optional key, nothing else.
+    fn configure(&self, settings: &Settings<'_>) -> Result<Account, Refusal> {
+        settings.plain()
+    }
+
+    /// Why `model` cannot be asked of this kind, for a target that names
+    /// it: a config error, not a failure at the first request.
+    fn check_model(&self, model: &str) -> Result<(), String> {
+        let _ = model;
+        Ok(())
+    }
+
+    /// The content type of a streamed answer.
+    fn content_type(&self) -> &'static str {
+        "text/event-stream"
+    }
+
+    /// The answer's body as events for [`Adapter::decoder`]: SSE, or what a
+    /// kind that frames otherwise makes of its frames. An event larger than
+    /// `max_event_bytes` fails the stream.
+    fn frames(&self, body: Body, max_event_bytes: usize) -> Frames {
+        Box::pin(sse::events(body, max_event_bytes))
+    }
 
     /// Whether an error response's body says the prompt does not fit the
     /// context window, in the provider's own words.

@@ -89,6 +89,18 @@ pub trait Simulated: Send + Sync {
     /// `addr`, following the kind's SDK convention.
     fn base_url(&self, addr: SocketAddr) -> String;
 
+    /// The keys beyond `kind` and `base_url` that a `[[providers]]` entry
+    /// needs to reach a simulated provider of this kind (a region, a key).
+    fn config_keys(&self) -> &'static str {
+        ""
+    }
+
+    /// A model id of this kind's form made of `name`, for a target of a
+    /// simulated provider (Bedrock's ids are `anthropic.…`).
+    fn model_named(&self, name: &str) -> String {
+        name.to_owned()
+    }
+
     /// Whether `path` (with its query) is where the kind's SDK sends a
     /// streaming chat request.
     fn is_chat_path(&self, path: &str) -> bool;
@@ -121,6 +133,11 @@ pub trait Simulated: Send + Sync {
 
     /// What the request body asks for beyond words.
     fn asked(&self, body: &Value) -> Asked;
+
+    /// Whether a 429 says how long to wait in `retry-after-ms` too (Azure).
+    fn retry_after_ms(&self) -> bool {
+        false
+    }
 
     /// The content type of a streamed answer.
     fn content_type(&self) -> &'static str {

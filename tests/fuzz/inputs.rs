@@ -30,7 +30,7 @@ pub struct Fixture {
 
 impl fmt::Debug for Fixture {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "fixtures/{}/{}.sse", self.kind, self.name)
+        write!(f, "fixtures/{}/{}", self.kind, self.name)
     }
 }
 
@@ -40,7 +40,8 @@ pub static FIXTURES: LazyLock<Vec<Fixture>> = LazyLock::new(|| {
         let dir = format!("{}/fixtures/{}", env!("CARGO_MANIFEST_DIR"), kind.name());
         let entries = std::fs::read_dir(&dir).unwrap_or_else(|err| panic!("{dir}: {err}"));
         let mut paths: Vec<_> = entries.filter_map(|entry| entry.ok().map(|entry| entry.path())).collect();
-        paths.retain(|path| path.extension().is_some_and(|ext| ext == "sse"));
+        // SSE transcripts, and AWS event streams for the kinds that frame so.
+        paths.retain(|path| path.extension().is_some_and(|ext| ext == "sse" || ext == "eventstream"));
         paths.sort();
         for path in paths {
             let bytes = std::fs::read(&path).unwrap_or_else(|err| panic!("{}: {err}", path.display()));
@@ -57,7 +58,7 @@ pub fn fixture(kind: ProviderKind, name: &str) -> &'static Fixture {
     FIXTURES
         .iter()
         .find(|fixture| fixture.kind == kind && fixture.name == name)
-        .unwrap_or_else(|| panic!("no fixtures/{kind}/{name}.sse"))
+        .unwrap_or_else(|| panic!("no fixtures/{kind}/{name}"))
 }
 
 /// Valid chat requests, from the smallest to one using every field.

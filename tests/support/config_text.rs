@@ -18,12 +18,15 @@ pub fn config_file(name: &str, text: &str) -> std::path::PathBuf {
 
 /// One `[[providers]]` entry for a provider at `base_url`.
 pub fn provider_toml(name: &str, kind: ProviderKind, base_url: &str) -> String {
+    let extra = kind.simulated().config_keys();
+    let extra = if extra.is_empty() { String::new() } else { format!("{extra}\n") };
     let kind = kind.config_keys();
-    format!("[[providers]]\nname = \"{name}\"\n{kind}\nbase_url = \"{base_url}\"\n\n")
+    format!("[[providers]]\nname = \"{name}\"\n{kind}\nbase_url = \"{base_url}\"\n{extra}\n")
 }
 
 /// One target of the route and the provider it names.
 struct Target {
+    kind: ProviderKind,
     provider: String,
     provider_keys: Vec<String>,
     name: String,
@@ -70,10 +73,11 @@ impl ChatConfig {
     /// A target on a provider `name` of `kind` at `base_url`, asking for model `{name}-model`.
     pub fn provider(mut self, name: &str, kind: ProviderKind, base_url: &str) -> ChatConfig {
         self.targets.push(Target {
+            kind,
             provider: provider_toml(name, kind, base_url).trim_end().to_owned(),
             provider_keys: Vec::new(),
             name: name.to_owned(),
-            model: format!("{name}-model"),
+            model: kind.simulated().model_named(&format!("{name}-model")),
             keys: Vec::new(),
         });
         self
@@ -97,9 +101,11 @@ impl ChatConfig {
         self
     }
 
-    /// The model the last target asks for.
+    /// The model the last target asks for, in its kind's form (Bedrock's
+    /// ids are `anthropic.…`).
     pub fn model(mut self, model: &str) -> ChatConfig {
-        self.last().model = model.to_owned();
+        let target = self.last();
+        target.model = target.kind.simulated().model_named(model);
         self
     }
 
@@ -118,7 +124,18 @@ impl ChatConfig {
     pub fn toml(&self) -> String {
         let mut text: String = self.top.iter().map(|keys| format!("{keys}\n")).collect();
         for target in &self.targets {
-            text.push_str(&target.provider);
+            // A key the test gives the provider replaces the one its kind's
+            // simulated provider needs (Bedrock's `api_key`).
+            let given = |line: &str| {
+                let key = line.split('=').next().unwrap_or_default().trim();
+                target
+                    .provider_keys
+                    .iter()
+                    .flat_map(|keys| keys.lines())
+                    .any(|given| given.split('=').next().unwrap_or_default().trim() == key && line.contains('='))
+            };
+            let provider: Vec<&str> = target.provider.lines().filter(|line| !given(line)).collect();
+            text.push_str(&provider.join("\n"));
             for keys in &target.provider_keys {
                 text.push_str(&format!("\n{keys}"));
             }

@@ -25,7 +25,9 @@ pub fn secondary_kind(primary: ProviderKind) -> ProviderKind {
         ProviderKind::OpenAi => ProviderKind::Anthropic,
         ProviderKind::Anthropic => ProviderKind::OpenAiResponses,
         ProviderKind::OpenAiResponses => ProviderKind::Gemini,
-        ProviderKind::Gemini => ProviderKind::OpenAi,
+        ProviderKind::Gemini => ProviderKind::Azure,
+        ProviderKind::Azure => ProviderKind::Bedrock,
+        ProviderKind::Bedrock => ProviderKind::OpenAi,
     }
 }
 

@@ -41,7 +41,7 @@ impl Adapter for Anthropic {
     }
 
     fn decoder(&self) -> Box<dyn Decoder> {
-        Box::<decode::AnthropicDecoder>::default()
+        messages_decoder()
     }
 
     fn simulated(&self) -> &'static dyn Simulated {
@@ -66,16 +66,13 @@ impl Adapter for Anthropic {
     }
 
     fn is_context_length(&self, message: &str) -> bool {
-        ["prompt is too long", "exceed context limit", "context window"].iter().any(|words| message.contains(words))
+        is_too_long(message)
     }
 
     /// A Messages request goes as the client sent it, so Anthropic itself
     /// judges every field; one of another dialect is translated.
     fn unsupported(&self, req: &ChatRequest) -> Vec<Field> {
-        match req.native_in(ClientDialect::Messages) {
-            Some(_) => Vec::new(),
-            None => unsupported(req),
-        }
+        messages_unsupported(req)
     }
 }
 
@@ -97,6 +94,83 @@ fn api_headers<'a>(upstream: Upstream<'a>, native: Option<&Native>) -> Vec<(Head
     }
     headers.extend(upstream.api_key.map(|key| (API_KEY, key)));
     headers
+}
+
+/// How a cloud serves Claude's Messages API: the model in the path, not
+/// the body, and the API version in the body as the cloud names it.
+pub(super) struct Cloud {
+    /// The body's `anthropic_version` (`bedrock-2023-05-31`).
+    pub version: &'static str,
+    /// Whether the body says `stream: true` (Vertex) or the path does (Bedrock).
+    pub stream_in_body: bool,
+    /// Whether the client's `anthropic-beta` header goes as the body's
+    /// `anthropic_beta` list (Bedrock) rather than as a header.
+    pub betas_in_body: bool,
+}
+
+/// A Messages request to a cloud at `url` with `headers`: a Messages
+/// client's body as sent (its `cache_control`, thinking signatures and
+/// fields baton has never heard of all arrive) but for `model`, `stream`
+/// and the version; any other client's translated.
+pub(super) fn cloud_request(
+    url: String,
+    headers: &[(HeaderName, &str)],
+    req: &ChatRequest,
+    cloud: &Cloud,
+) -> Result<http::Request<Bytes>, ProviderError> {
+    let version = serde_json::to_string(cloud.version).unwrap_or_default();
+    let stream = if cloud.stream_in_body { Set::Json("true") } else { Set::Drop };
+    let Some(native) = req.native_in(ClientDialect::Messages) else {
+        let mut body = body("", req);
+        if let Some(fields) = body.as_object_mut() {
+            fields.remove("model");
+            if !cloud.stream_in_body {
+                fields.remove("stream");
+            }
+            fields.insert("anthropic_version".into(), json!(cloud.version));
+        }
+        return driver::post_json(url, headers, &body);
+    };
+    let is_beta = |name: &HeaderName| name.as_str() == "anthropic-beta";
+    let betas: Vec<&str> = native
+        .headers
+        .iter()
+        .filter(|(name, _)| is_beta(name))
+        .filter_map(|(_, value)| value.to_str().ok())
+        .flat_map(|value| value.split(',').map(str::trim).filter(|beta| !beta.is_empty()))
+        .collect();
+    let betas = serde_json::to_string(&betas).unwrap_or_default();
+    let mut set = vec![("model", Set::Drop), ("stream", stream), ("anthropic_version", Set::Json(&version))];
+    if cloud.betas_in_body && betas != "[]" {
+        set.push(("anthropic_beta", Set::Json(&betas)));
+    }
+    let mut request = driver::post_native(url, headers, native, &set)?;
+    // The version is in the body; the betas where the cloud reads them.
+    request.headers_mut().remove(VERSION_HEADER);
+    if cloud.betas_in_body {
+        request.headers_mut().remove("anthropic-beta");
+    }
+    Ok(request)
+}
+
+/// A fresh decoder of a Messages stream.
+pub(super) fn messages_decoder() -> Box<dyn Decoder> {
+    Box::<decode::AnthropicDecoder>::default()
+}
+
+/// What of `req` a Messages provider cannot honour (see [`Adapter::unsupported`]).
+pub(super) fn messages_unsupported(req: &ChatRequest) -> Vec<Field> {
+    match req.native_in(ClientDialect::Messages) {
+        Some(_) => Vec::new(),
+        None => unsupported(req),
+    }
+}
+
+/// Whether Anthropic's words say the prompt is too long for the model.
+pub(super) fn is_too_long(message: &str) -> bool {
+    ["prompt is too long", "exceed context limit", "context window", "Input is too long"]
+        .iter()
+        .any(|words| message.contains(words))
 }
 
 /// The thinking budget for each `reasoning_effort`: Anthropic's least is

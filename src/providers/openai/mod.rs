@@ -1,9 +1,9 @@
 //! OpenAI Chat Completions, the dialect of OpenAI and of every compatible
-//! server (vLLM, Ollama, Groq, Azure and others).
+//! server (vLLM, Ollama, Groq and others).
 
 mod decode;
 pub(super) mod responses;
-mod simulated;
+pub(super) mod simulated;
 
 use bytes::Bytes;
 use http::header::AUTHORIZATION;
@@ -25,14 +25,11 @@ impl Adapter for OpenAi {
         let url = upstream.url("/chat/completions");
         let bearer = upstream.bearer();
         let headers: Vec<_> = bearer.iter().map(|value| (AUTHORIZATION, value.as_str())).collect();
-        match req.native_in(ClientDialect::ChatCompletions) {
-            Some(native) => driver::post_native(url, &headers, native, &native_settings(upstream.model)),
-            None => driver::post_json(url, &headers, &body(upstream.model, req)),
-        }
+        chat_request(url, &headers, upstream.model, req)
     }
 
     fn decoder(&self) -> Box<dyn Decoder> {
-        Box::<decode::OpenAiDecoder>::default()
+        chat_decoder()
     }
 
     fn simulated(&self) -> &'static dyn Simulated {
@@ -49,10 +46,36 @@ impl Adapter for OpenAi {
     /// rather than quietly lost. A request of another dialect goes through
     /// translated: what it carries untranslated is named.
     fn unsupported(&self, req: &ChatRequest) -> Vec<Field> {
-        match req.dialect {
-            ClientDialect::ChatCompletions => unrelayed(req),
-            _ => untranslated(req),
-        }
+        chat_unsupported(req)
+    }
+}
+
+/// A streaming Chat Completions request for `model` to `url` with
+/// `headers`: the client's body as sent when it speaks Chat Completions,
+/// else `req` translated. Shared with the kinds that serve the same API
+/// at another address (Azure).
+pub(super) fn chat_request(
+    url: String,
+    headers: &[(http::HeaderName, &str)],
+    model: &str,
+    req: &ChatRequest,
+) -> Result<http::Request<Bytes>, ProviderError> {
+    match req.native_in(ClientDialect::ChatCompletions) {
+        Some(native) => driver::post_native(url, headers, native, &native_settings(model)),
+        None => driver::post_json(url, headers, &body(model, req)),
+    }
+}
+
+/// A fresh decoder of a Chat Completions stream.
+pub(super) fn chat_decoder() -> Box<dyn Decoder> {
+    Box::<decode::OpenAiDecoder>::default()
+}
+
+/// What of `req` a Chat Completions provider cannot honour (see [`Adapter::unsupported`]).
+pub(super) fn chat_unsupported(req: &ChatRequest) -> Vec<Field> {
+    match req.dialect {
+        ClientDialect::ChatCompletions => unrelayed(req),
+        _ => untranslated(req),
     }
 }
 

@@ -76,7 +76,9 @@ fn a_responses_body_goes_as_sent_with_model_stream_and_no_store() {
     .unwrap_or_else(|err| panic!("parses: {}", err.message()));
     let req = ingress.request;
     assert_eq!(OpenAiResponses.unsupported(&req), Vec::new(), "OpenAI judges its own API's fields");
+    let account = crate::providers::Account::new("http://127.0.0.1:9/v1".into());
     let upstream = Upstream {
+        account: &account,
         base_url: "http://x/v1",
         api_key: Some("k"),
         model: "gpt-x",

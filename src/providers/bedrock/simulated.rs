@@ -1,0 +1,178 @@
+//! How Bedrock writes Claude's stream: each Anthropic event as one
+//! event-stream `chunk` (its JSON base64 in `bytes`, beside Bedrock's
+//! random `p` padding), exceptions as exception messages, errors in
+//! Bedrock's `{"message": …}` shape. Frames are written by
+//! `aws-smithy-eventstream`, CRCs and all.
+
+use std::net::SocketAddr;
+
+use aws_smithy_eventstream::frame::write_message_to;
+use aws_smithy_types::event_stream::{Header, HeaderValue, Message};
+use base64::Engine as _;
+use bytes::Bytes;
+use serde_json::{Value, json};
+
+use crate::providers::anthropic::simulated::SimulatedAnthropic;
+use crate::providers::simulate::{Asked, Ending, Simulated, WireEvent};
+
+/// A simulated Bedrock runtime serving Claude.
+pub struct SimulatedBedrock;
+
+/// The path's end for a streamed Messages request.
+const INVOKE: &str = "/invoke-with-response-stream";
+
+/// A message of `headers` and `payload`, framed.
+fn frame(headers: &[(&'static str, &str)], payload: &[u8]) -> WireEvent {
+    let mut message = Message::new(Bytes::copy_from_slice(payload));
+    for (name, value) in headers {
+        message = message.add_header(Header::new(*name, HeaderValue::String(value.to_string().into())));
+    }
+    let mut out = Vec::new();
+    match write_message_to(&message, &mut out) {
+        Ok(()) => out,
+        // Too large a header for the format: nothing a simulated answer writes.
+        Err(_) => Vec::new(),
+    }
+}
+
+/// Anthropic's SSE `event` as a `chunk` message.
+fn chunk(event: &[u8]) -> WireEvent {
+    chunk_padded(event, "abcdefghijklmnop")
+}
+
+/// [`chunk`] with `padding` as its `p`.
+fn chunk_padded(event: &[u8], padding: &str) -> WireEvent {
+    let text = String::from_utf8_lossy(event);
+    let data = text.lines().find_map(|line| line.strip_prefix("data: ")).unwrap_or_default();
+    let bytes = base64::engine::general_purpose::STANDARD.encode(data);
+    let payload = json!({ "bytes": bytes, "p": padding }).to_string();
+    let headers = [(":event-type", "chunk"), (":content-type", "application/json"), (":message-type", "event")];
+    frame(&headers, payload.as_bytes())
+}
+
+/// An exception message of type `name`.
+fn exception(name: &str, message: &str) -> WireEvent {
+    let payload = json!({ "message": message }).to_string();
+    let headers = [(":exception-type", name), (":content-type", "application/json"), (":message-type", "exception")];
+    frame(&headers, payload.as_bytes())
+}
+
+fn chunks(events: Vec<WireEvent>) -> Vec<WireEvent> {
+    events.iter().map(|event| chunk(event)).collect()
+}
+
+/// The model id in a request's path, percent-decoded.
+fn model_in(path: &str) -> String {
+    let encoded = path.strip_prefix("/model/").and_then(|rest| rest.split('/').next()).unwrap_or_default();
+    let mut out = Vec::new();
+    let mut bytes = encoded.bytes();
+    while let Some(byte) = bytes.next() {
+        let hex = |byte: Option<u8>| byte.and_then(|b| char::from(b).to_digit(16));
+        match byte {
+            b'%' => match (hex(bytes.next()), hex(bytes.next())) {
+                (Some(high), Some(low)) => out.push((high * 16 + low) as u8),
+                _ => return String::new(),
+            },
+            byte => out.push(byte),
+        }
+    }
+    String::from_utf8(out).unwrap_or_default()
+}
+
+impl Simulated for SimulatedBedrock {
+    fn base_url(&self, addr: SocketAddr) -> String {
+        format!("http://{addr}")
+    }
+
+    /// A region to sign for, and a Bedrock API key: the simulated runtime
+    /// takes any key unless it is given one to require.
+    fn config_keys(&self) -> &'static str {
+        "region = \"us-east-1\"\napi_key = \"bedrock-simulated-key\""
+    }
+
+    fn model_named(&self, name: &str) -> String {
+        format!("anthropic.{name}-v1:0")
+    }
+
+    fn is_chat_path(&self, path: &str) -> bool {
+        path.starts_with("/model/") && path.ends_with(INVOKE) && !model_in(path).is_empty()
+    }
+
+    fn auth_header(&self, key: &str) -> (&'static str, String) {
+        ("authorization", format!("Bearer {key}"))
+    }
+
+    fn model(&self, path: &str, _body: &Value) -> String {
+        model_in(path)
+    }
+
+    fn call_id_prefix(&self) -> &'static str {
+        SimulatedAnthropic.call_id_prefix()
+    }
+
+    fn asked(&self, body: &Value) -> Asked {
+        SimulatedAnthropic.asked(body)
+    }
+
+    fn content_type(&self) -> &'static str {
+        "application/vnd.amazon.eventstream"
+    }
+
+    fn opening(&self, model: &str, thinking: bool, cached: usize) -> Vec<WireEvent> {
+        chunks(SimulatedAnthropic.opening(model, thinking, cached))
+    }
+
+    fn reasoning(&self, model: &str, text: &str) -> WireEvent {
+        chunk(&SimulatedAnthropic.reasoning(model, text))
+    }
+
+    fn end_of_reasoning(&self) -> Vec<WireEvent> {
+        chunks(SimulatedAnthropic.end_of_reasoning())
+    }
+
+    fn text_in(&self, model: &str, block: usize, text: &str) -> WireEvent {
+        chunk(&SimulatedAnthropic.text_in(model, block, text))
+    }
+
+    fn tool_call(&self, model: &str) -> Vec<WireEvent> {
+        chunks(SimulatedAnthropic.tool_call(model))
+    }
+
+    fn ending(&self, model: &str, end: &Ending<'_>) -> Vec<WireEvent> {
+        chunks(SimulatedAnthropic.ending(model, end))
+    }
+
+    /// The model failing mid-answer, as Bedrock reports it.
+    fn error_event(&self) -> WireEvent {
+        exception("modelStreamErrorException", "The model stream failed.")
+    }
+
+    /// A chunk whose last CRC byte is wrong: a frame no reader may trust.
+    fn malformed(&self) -> WireEvent {
+        let mut frame = chunk(&SimulatedAnthropic.text_in("m", 0, "broken"));
+        if let Some(last) = frame.last_mut() {
+            *last ^= 0xFF;
+        }
+        frame
+    }
+
+    fn error_body(&self, _status: u16, message: &str) -> String {
+        json!({ "message": message }).to_string()
+    }
+
+    fn context_length_message(&self) -> &'static str {
+        "Input is too long for requested model."
+    }
+
+    fn huge_line(&self, padding: &str) -> WireEvent {
+        chunk_padded(&SimulatedAnthropic.huge_line(""), padding)
+    }
+
+    fn wrong_types(&self) -> WireEvent {
+        chunk(&SimulatedAnthropic.wrong_types())
+    }
+
+    fn overflowing_finish(&self, model: &str) -> Vec<WireEvent> {
+        chunks(SimulatedAnthropic.overflowing_finish(model))
+    }
+}

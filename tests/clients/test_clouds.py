@@ -1,0 +1,146 @@
+"""The clouds' own SDKs, unmodified, against baton's simulated clouds, and
+clients through a running baton to them: the `openai` SDK's AzureOpenAI
+client reads the simulated Azure (its deployment path, `api-version`,
+`api-key`); the `anthropic` SDK's AnthropicBedrock client, signing with
+botocore and reading the answer with botocore's event-stream parser, reads
+the simulated Bedrock; and through baton, an Azure target that fails gives
+way to Claude on Bedrock, its requests signed with SigV4 and its body the
+Messages body as Bedrock takes it."""
+
+import json
+import tempfile
+import urllib.request
+from pathlib import Path
+
+import anthropic
+import openai
+import pytest
+
+from processes import start_baton, start_mock
+
+AZURE_KEY = "azure-test-key"
+MODEL = "anthropic.claude-sonnet-4-5-20250929-v1:0"
+
+
+def received(addr):
+    """Every request the simulated provider at `addr` recorded."""
+    with urllib.request.urlopen(f"http://{addr}/__requests", timeout=10) as response:
+        return json.load(response)
+
+
+@pytest.fixture()
+def procs():
+    started = []
+    yield started
+    for proc in started:
+        proc.kill()
+        proc.wait()
+
+
+def mock(procs, kind, *args):
+    proc, addr = start_mock(kind, kind, "--tokens", "3", *args)
+    procs.append(proc)
+    return addr
+
+
+def test_the_azure_sdk_reads_the_simulated_azure(procs):
+    addr = mock(procs, "azure", "--api-key", AZURE_KEY)
+    client = openai.AzureOpenAI(azure_endpoint=f"http://{addr}", api_key=AZURE_KEY, api_version="2024-10-21",
+                                max_retries=0, timeout=20)
+    stream = client.chat.completions.create(model="gpt-4o-prod", stream=True,
+                                            messages=[{"role": "user", "content": "hello"}])
+    chunks = list(stream)
+    assert chunks[0].choices == [] and chunks[0].prompt_filter_results, "the prompt's filter verdict comes first"
+    text = "".join(chunk.choices[0].delta.content or "" for chunk in chunks if chunk.choices)
+    assert text == "azure0 azure1 azure2"
+    [record] = received(addr)
+    assert record["path"] == "/openai/deployments/gpt-4o-prod/chat/completions?api-version=2024-10-21"
+    assert record["headers"]["api-key"] == AZURE_KEY
+    wrong = openai.AzureOpenAI(azure_endpoint=f"http://{addr}", api_key="wrong", api_version="2024-10-21",
+                               max_retries=0, timeout=20)
+    with pytest.raises(openai.AuthenticationError):
+        wrong.chat.completions.create(model="gpt-4o-prod", messages=[{"role": "user", "content": "hello"}])
+
+
+def test_the_bedrock_sdk_reads_the_simulated_bedrock_event_stream(procs):
+    addr = mock(procs, "bedrock")
+    client = anthropic.AnthropicBedrock(aws_access_key="AKIDTEST", aws_secret_key="test-secret",
+                                        aws_region="us-east-1", base_url=f"http://{addr}", max_retries=0, timeout=20)
+    with client.messages.stream(model=MODEL, max_tokens=64, messages=[{"role": "user", "content": "hello"}]) as stream:
+        text = "".join(stream.text_stream)
+        final = stream.get_final_message()
+    assert text == "bedrock0 bedrock1 bedrock2"
+    assert final.stop_reason == "end_turn" and final.usage.output_tokens == 3
+    [record] = received(addr)
+    assert record["path"].startswith("/model/anthropic.claude-sonnet-4-5-20250929-v1") and record["path"].endswith(
+        "/invoke-with-response-stream")
+    assert record["headers"]["authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIDTEST/")
+
+
+def serve(procs, config):
+    path = Path(tempfile.mkdtemp()) / "baton.toml"
+    path.write_text('listen = "127.0.0.1:0"\n\n[store]\nbackend = "none"\n\n' + config)
+    proc, addr = start_baton("serve", "--config", str(path))
+    procs.append(proc)
+    return addr
+
+
+def clouds(procs, azure_args=()):
+    """baton over a simulated Azure (with `azure_args`) then a simulated
+    Bedrock signed with AWS keys from the config: route "cloud"."""
+    azure = mock(procs, "azure", "--api-key", AZURE_KEY, *azure_args)
+    bedrock = mock(procs, "bedrock")
+    config = f'''
+[[providers]]
+name = "azure"
+kind = "azure"
+base_url = "http://{azure}"
+api_key = "{AZURE_KEY}"
+
+[[providers]]
+name = "bedrock"
+kind = "bedrock"
+region = "us-west-2"
+base_url = "http://{bedrock}"
+aws_access_key_id = "AKIDCONFIG"
+aws_secret_access_key = "config-secret"
+
+[[routes]]
+model = "cloud"
+targets = [{{ provider = "azure", model = "gpt-4o-prod" }}, {{ provider = "bedrock", model = "{MODEL}" }}]
+'''
+    return serve(procs, config), azure, bedrock
+
+
+def test_a_failing_azure_target_gives_way_to_claude_on_bedrock_signed(procs):
+    proxy, azure, bedrock = clouds(procs, ("--fault", "http_5xx"))
+    client = openai.OpenAI(base_url=f"http://{proxy}/v1", api_key="unused", max_retries=0, timeout=20)
+    response = client.chat.completions.with_raw_response.create(
+        model="cloud", stream=True, messages=[{"role": "user", "content": "hello"}])
+    assert response.headers["x-baton-provider"] == "bedrock"
+    text = "".join(chunk.choices[0].delta.content or "" for chunk in response.parse() if chunk.choices)
+    assert text == "bedrock0 bedrock1 bedrock2"
+    assert len(received(azure)) == 1, "the Azure target was tried first"
+    [record] = received(bedrock)
+    assert record["path"] == "/model/anthropic.claude-sonnet-4-5-20250929-v1%3A0/invoke-with-response-stream"
+    authorization = record["headers"]["authorization"]
+    assert authorization.startswith("AWS4-HMAC-SHA256 Credential=AKIDCONFIG/"), authorization
+    assert "/us-west-2/bedrock/aws4_request" in authorization and "config-secret" not in authorization
+    assert record["body"]["anthropic_version"] == "bedrock-2023-05-31"
+    assert "model" not in record["body"] and "stream" not in record["body"]
+
+
+def test_a_messages_client_reaches_claude_on_bedrock_with_its_body_unchanged(procs):
+    proxy, _, bedrock = clouds(procs, ("--fault", "http_5xx"))
+    client = anthropic.Anthropic(base_url=f"http://{proxy}", api_key="unused", max_retries=0, timeout=20)
+    system = [{"type": "text", "text": "be brief", "cache_control": {"type": "ephemeral"}}]
+    with client.messages.stream(model="cloud", max_tokens=64, system=system,
+                                messages=[{"role": "user", "content": "hello"}],
+                                extra_headers={"anthropic-beta": "context-1m-2025-08-07"}) as stream:
+        text = "".join(stream.text_stream)
+    assert text == "bedrock0 bedrock1 bedrock2"
+    body = received(bedrock)[-1]["body"]
+    assert body["system"] == system, "cache_control arrives as the client wrote it"
+    assert body["anthropic_beta"] == ["context-1m-2025-08-07"]
+    assert body["anthropic_version"] == "bedrock-2023-05-31"
+    assert body["messages"] == [{"role": "user", "content": "hello"}]
