@@ -32,18 +32,13 @@ static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
 const TOKENS: usize = 1000;
 
-/// One text event as the provider writes it, parsed as the relay receives it.
-fn text_event(kind: ProviderKind) -> SseEvent {
-    let raw = String::from_utf8(wire::text(kind, "model-x", " word42")).expect("an SSE event is text");
-    let (mut name, mut data) = ("message", "");
-    for line in raw.lines() {
-        if let Some(value) = line.strip_prefix("event: ") {
-            name = value;
-        } else if let Some(value) = line.strip_prefix("data: ") {
-            data = value;
-        }
-    }
-    SseEvent::new(name, data)
+/// One text event as the provider writes it, framed as the relay receives
+/// it (an SSE event, or Bedrock's event-stream chunk made one).
+fn text_event(runtime: &tokio::runtime::Runtime, kind: ProviderKind) -> SseEvent {
+    let raw = Bytes::from(wire::text(kind, "model-x", " word42"));
+    let body = Box::pin(futures_util::stream::iter([Ok::<_, String>(raw)]));
+    let mut frames = kind.adapter().frames(body, 1 << 20);
+    runtime.block_on(frames.next()).expect("one event").expect("it frames")
 }
 
 /// A whole answer's body as the provider writes it, one SSE event per network chunk.
@@ -74,7 +69,7 @@ fn one_chunk(
 async fn relay(kind: ProviderKind, body: &Arc<Vec<Bytes>>) -> usize {
     let body = Arc::clone(body);
     let bytes = futures_util::stream::iter((0..body.len()).map(move |i| Ok::<_, Infallible>(body[i].clone())));
-    let mut events = driver::decode(bytes, kind.adapter().decoder());
+    let mut events = driver::decode_as(kind, bytes);
     let mut encoder = ChunkEncoder::new(Answer::new("model-x"), true);
     let mut written = 0;
     while let Some(event) = events.next().await {
@@ -119,7 +114,7 @@ fn main() {
     );
     println!("|---|---|---|---|---|");
     for kind in ProviderKind::ALL {
-        let event = text_event(kind);
+        let event = text_event(&runtime, kind);
         let mut decoder = kind.adapter().decoder();
         let mut encoder = ChunkEncoder::new(Answer::new("model-x"), false);
         let mut decoded = Vec::new();
@@ -140,7 +135,7 @@ fn main() {
     let mut chunk = criterion.benchmark_group("chunk");
     chunk.throughput(Throughput::Elements(1));
     for kind in ProviderKind::ALL {
-        let event = text_event(kind);
+        let event = text_event(&runtime, kind);
         let mut decoder = kind.adapter().decoder();
         let mut encoder = ChunkEncoder::new(Answer::new("model-x"), false);
         let mut decoded = Vec::new();

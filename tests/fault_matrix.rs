@@ -47,7 +47,8 @@ fn call_id(kind: ProviderKind) -> &'static str {
     match kind {
         ProviderKind::OpenAi | ProviderKind::OpenAiResponses | ProviderKind::Azure => "call_mock",
         ProviderKind::Anthropic | ProviderKind::Bedrock => "toolu_mock",
-        ProviderKind::Gemini => "call_0",
+        // Gemini's calls have no id: baton numbers them (Vertex's Gemini too).
+        ProviderKind::Gemini | ProviderKind::Vertex => "call_0",
     }
 }
 
@@ -240,4 +241,5 @@ matrix! {
     gemini_primary => ProviderKind::Gemini,
     azure_primary => ProviderKind::Azure,
     bedrock_primary => ProviderKind::Bedrock,
+    vertex_primary => ProviderKind::Vertex,
 }

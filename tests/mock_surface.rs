@@ -163,7 +163,7 @@ fn a_tool_result_is_answered_with_its_content() {
                 ProviderKind::OpenAi | ProviderKind::Azure => received["messages"][2].clone(),
                 ProviderKind::OpenAiResponses => received["input"][2].clone(),
                 ProviderKind::Anthropic | ProviderKind::Bedrock => received["messages"][2]["content"][0].clone(),
-                ProviderKind::Gemini => received["contents"][2]["parts"][0].clone(),
+                ProviderKind::Gemini | ProviderKind::Vertex => received["contents"][2]["parts"][0].clone(),
             };
             let expected = match kind {
                 ProviderKind::OpenAi | ProviderKind::Azure => {
@@ -176,7 +176,7 @@ fn a_tool_result_is_answered_with_its_content() {
                     json!({ "type": "tool_result", "tool_use_id": "call_1",
                     "content": [{ "type": "text", "text": "18C and sunny" }] })
                 }
-                ProviderKind::Gemini => {
+                ProviderKind::Gemini | ProviderKind::Vertex => {
                     json!({ "functionResponse": { "name": "get_weather", "response": { "output": "18C and sunny" } } })
                 }
             };
@@ -218,7 +218,9 @@ fn json_answers_are_valid_for_the_schema_and_streamed_in_fragments() {
                 ProviderKind::Anthropic | ProviderKind::Bedrock => {
                     received["output_config"]["format"]["schema"].clone()
                 }
-                ProviderKind::Gemini => received["generationConfig"]["responseJsonSchema"].clone(),
+                ProviderKind::Gemini | ProviderKind::Vertex => {
+                    received["generationConfig"]["responseJsonSchema"].clone()
+                }
             };
             assert_eq!(asked, forecast_schema(), "{kind}: the schema reached the provider");
 
@@ -241,6 +243,10 @@ async fn direct_text(provider: &MockHandle, body: &Value) -> (String, Vec<Value>
             format!("{}/openai/deployments/m/chat/completions?api-version=2024-10-21", provider.base_url())
         }
         ProviderKind::Bedrock => format!("{}/model/anthropic.m/invoke-with-response-stream", provider.base_url()),
+        ProviderKind::Vertex => format!(
+            "{}/v1/projects/p/locations/r/publishers/google/models/m:streamGenerateContent?alt=sse",
+            provider.base_url()
+        ),
     };
     let raw = reqwest::Client::new().post(url).json(body).send().await.unwrap().text().await.unwrap();
     let events: Vec<Value> = raw
@@ -291,7 +297,7 @@ fn images_are_accepted_and_counted_in_each_format() {
                 ProviderKind::OpenAi | ProviderKind::Azure => received["messages"][0]["content"][1].clone(),
                 ProviderKind::OpenAiResponses => received["input"][0]["content"][1].clone(),
                 ProviderKind::Anthropic | ProviderKind::Bedrock => received["messages"][0]["content"][1].clone(),
-                ProviderKind::Gemini => received["contents"][0]["parts"][1].clone(),
+                ProviderKind::Gemini | ProviderKind::Vertex => received["contents"][0]["parts"][1].clone(),
             };
             let data = PNG.split_once(',').unwrap().1;
             let expected = match kind {
@@ -300,7 +306,9 @@ fn images_are_accepted_and_counted_in_each_format() {
                 ProviderKind::Anthropic | ProviderKind::Bedrock => {
                     json!({ "type": "image", "source": { "type": "base64", "media_type": "image/png", "data": data } })
                 }
-                ProviderKind::Gemini => json!({ "inlineData": { "mimeType": "image/png", "data": data } }),
+                ProviderKind::Gemini | ProviderKind::Vertex => {
+                    json!({ "inlineData": { "mimeType": "image/png", "data": data } })
+                }
             };
             assert_eq!(sent, expected, "{kind}: the image in the provider's own shape");
         }

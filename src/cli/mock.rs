@@ -41,7 +41,7 @@ GET /__requests answers every request received so far, as a JSON array of {path,
 #[derive(clap::Args)]
 #[command(after_help = FAULT_HELP)]
 pub(crate) struct MockArgs {
-    /// The wire format: openai, openai-responses, anthropic, gemini, azure or bedrock.
+    /// The wire format: openai, openai-responses, anthropic, gemini, azure, bedrock or vertex.
     #[arg(long, default_value = "openai", value_parser = parse_kind)]
     kind: ProviderKind,
     /// Where it listens.

@@ -127,7 +127,8 @@ impl Pipeline {
     ) -> Result<(Vec<Event>, EventStream, Duration), Failure> {
         let target = attempt.target;
         let reasoning = ReasoningRule {
-            streamed: rules.surface.stream_reasoning || request.shows_reasoning_from(target.provider.kind.dialect()),
+            streamed: rules.surface.stream_reasoning
+                || request.shows_reasoning_from(target.provider.kind.dialect_for(&target.model)),
             keeps_alive: rules.surface.reasoning_keeps_alive,
         };
         let (started, idle) = (attempt.started, rules.deadlines.idle);

@@ -140,7 +140,10 @@ impl Engine {
     /// can or none answered within its first-token deadline, and the
     /// caller estimates.
     pub async fn count_tokens(&self, route: &Route, request: &ChatRequest) -> Option<(String, u64)> {
-        let speakers = route.targets.iter().filter(|target| target.provider.kind.dialect() == Some(request.dialect));
+        let speakers = route
+            .targets
+            .iter()
+            .filter(|target| target.provider.kind.dialect_for(&target.model) == Some(request.dialect));
         for target in speakers {
             let upstream = attempt::upstream(target, route.limits.max_event_bytes, None);
             let counting = self.pipeline.opener.count_tokens(target.provider.kind, upstream, request);

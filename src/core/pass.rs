@@ -201,7 +201,7 @@ impl Pass<'_> {
         let started = Instant::now();
         let rules = &self.plan.rules;
         let reasoning = rules.surface.stream_reasoning
-            || self.plan.ask.original().shows_reasoning_from(target.provider.kind.dialect());
+            || self.plan.ask.original().shows_reasoning_from(target.provider.kind.dialect_for(&target.model));
         let events = relay::committed(opened.held, opened.rest, rules.deadlines.idle, opened.tickets, reasoning);
         match finish(events).await {
             Ok(answer) => {

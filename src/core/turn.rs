@@ -37,7 +37,7 @@ pub(super) async fn run(engine: &Engine, plan: &Plan<'_>, index: usize, forced: 
     let Some(target) = plan.targets.get(index) else { return run };
     let health = engine.health.provider(&target.provider.name);
     let (mut request, mut prefilled) = plan.ask.request_for(target);
-    let unsupported = target.provider.kind.adapter().unsupported(&request);
+    let unsupported = target.provider.kind.adapter_for(&target.model).unsupported(&request);
     if !unsupported.is_empty() && !plan.rules.surface.drop_unsupported {
         let failure = Failure::Unsupported(unsupported);
         engine.pipeline.report(&Attempt::new(plan, target, &health, 0, forced), Err(&failure), None);

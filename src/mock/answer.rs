@@ -83,7 +83,7 @@ impl Answer {
 
 /// A call id unique within a conversation: the turn it is made in.
 fn call_id(kind: ProviderKind, request: &RecordedRequest) -> String {
-    let sim = kind.simulated();
+    let sim = super::wire::of_request(kind, request);
     let turn = request.body.get(sim.turns().0).and_then(Value::as_array).map_or(0, Vec::len);
     format!("{}_{turn}", sim.call_id_prefix())
 }

@@ -22,7 +22,7 @@ pub(super) struct Ask {
 
 impl Ask {
     pub(super) fn of(kind: ProviderKind, request: &RecordedRequest) -> Ask {
-        let asked = kind.simulated().asked(&request.body);
+        let asked = super::wire::of_request(kind, request).asked(&request.body);
         let call = asked.tool.filter(|_| asked.tool_results.is_empty());
         Ask { call, tool_results: asked.tool_results, json: asked.json, images: asked.images }
     }

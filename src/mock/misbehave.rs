@@ -61,7 +61,7 @@ pub(super) fn stray_response(
     events.extend(wire::finish(kind, model, tokens));
     let mut response = format!(
         "HTTP/1.1 200 OK\r\ncontent-type: {}\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n",
-        kind.simulated().content_type()
+        wire::of_model(kind, model).content_type()
     )
     .into_bytes();
     for event in events {

@@ -304,6 +304,7 @@ impl MockProvider {
             })),
             provider: self,
             requests: Mutex::new(Vec::new()),
+            side_requests: Mutex::new(Vec::new()),
             closed: closed_tx,
         });
         let task = tokio::spawn(server::accept_loop(listener, Arc::clone(&shared)));
@@ -337,8 +338,9 @@ impl RecordedRequest {
 }
 
 /// Where a simulated provider answers with every request it recorded, as a
-/// JSON array, so a test driving it from outside the process can check
-/// what it received.
+/// JSON array (the chat requests in order, then those it answered beside
+/// them, such as Vertex's token exchanges), so a test driving it from
+/// outside the process can check what it received.
 pub const RECORDS_PATH: &str = "/__requests";
 
 /// A running simulated provider; dropping it stops accepting connections.
@@ -373,6 +375,11 @@ impl MockHandle {
     /// Every request received so far.
     pub fn requests(&self) -> Vec<RecordedRequest> {
         self.shared.requests.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+
+    /// Every request answered beside the chat ones: Vertex's token exchanges.
+    pub fn side_requests(&self) -> Vec<RecordedRequest> {
+        self.shared.side_requests.lock().map(|r| r.clone()).unwrap_or_default()
     }
 
     /// How many times the client closed a connection while an answer was

@@ -30,7 +30,13 @@ pub(super) async fn read_request(socket: &mut TcpStream, buffer: &mut Vec<u8>) -
             while buffer.len() < head_len + body_len {
                 read_more(socket, buffer).await?;
             }
-            let body = serde_json::from_slice(&buffer[head_len..head_len + body_len]).unwrap_or_default();
+            // A body that is not JSON (a form) is kept as its text.
+            let raw = &buffer[head_len..head_len + body_len];
+            let body = match serde_json::from_slice(raw) {
+                Ok(body) => body,
+                Err(_) if raw.is_empty() => serde_json::Value::Null,
+                Err(_) => serde_json::Value::String(String::from_utf8_lossy(raw).into_owned()),
+            };
             buffer.drain(..head_len + body_len);
             return Some(RecordedRequest { path, headers, body, fault: None });
         }

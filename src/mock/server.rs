@@ -22,6 +22,8 @@ pub(super) struct Shared {
     pub provider: MockProvider,
     pub rng: Mutex<fastrand::Rng>,
     pub requests: Mutex<Vec<RecordedRequest>>,
+    /// The requests answered beside the chat ones (Vertex's token exchanges).
+    pub side_requests: Mutex<Vec<RecordedRequest>>,
     pub closed: watch::Sender<u64>,
 }
 
@@ -62,6 +64,17 @@ async fn connection(mut socket: TcpStream, shared: Arc<Shared>) {
             }
             continue;
         }
+        let sim = shared.provider.kind.simulated();
+        if let Some((status, body)) = sim.side_answer(&request.path, &request.body, shared.provider.api_key.as_deref())
+        {
+            if let Ok(mut side) = shared.side_requests.lock() {
+                side.push(record(&shared.provider, &request, None));
+            }
+            if write_json(&mut socket, status, &body).await.is_err() {
+                return;
+            }
+            continue;
+        }
         let fault = {
             let Ok(mut requests) = shared.requests.lock() else { return };
             let fault = shared.next_fault(requests.len());
@@ -87,10 +100,23 @@ async fn connection(mut socket: TcpStream, shared: Arc<Shared>) {
     }
 }
 
+/// A whole JSON answer of `status`.
+async fn write_json(socket: &mut TcpStream, status: u16, body: &str) -> std::io::Result<()> {
+    let reason = if status < 300 { "OK" } else { "Error" };
+    let head = format!(
+        "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    socket.write_all(format!("{head}{body}").as_bytes()).await
+}
+
 /// Answers `GET /__requests`: every request recorded so far, as JSON.
 async fn write_records(socket: &mut TcpStream, shared: &Shared) -> std::io::Result<()> {
     let records: Vec<serde_json::Value> =
         shared.requests.lock().map(|r| r.iter().map(RecordedRequest::to_json).collect()).unwrap_or_default();
+    let side: Vec<serde_json::Value> =
+        shared.side_requests.lock().map(|r| r.iter().map(RecordedRequest::to_json).collect()).unwrap_or_default();
+    let records: Vec<serde_json::Value> = records.into_iter().chain(side).collect();
     let body = serde_json::Value::Array(records).to_string();
     let head = format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n", body.len());
     socket.write_all(format!("{head}{body}").as_bytes()).await
@@ -122,7 +148,8 @@ struct Exchange<'a, 'w> {
 impl Exchange<'_, '_> {
     async fn respond(mut self, fault: Option<Fault>, reader: &mut ReadHalf<'_>) -> std::io::Result<Next> {
         let provider = &self.shared.provider;
-        let sim = provider.kind.simulated();
+        let kind = provider.kind.simulated();
+        let sim = kind.for_model(&model_of(provider, self.request)).unwrap_or(kind);
         let counts = sim.is_count_path(&self.request.path);
         if !sim.is_chat_path(&self.request.path) && !counts {
             let message = format!("no route for {}", self.request.path);
@@ -187,7 +214,9 @@ impl Exchange<'_, '_> {
         message: &str,
         extra: &[(&str, &str)],
     ) -> std::io::Result<Next> {
-        let body = self.shared.provider.kind.simulated().error_body(status, message);
+        let model = model_of(&self.shared.provider, self.request);
+        let kind = self.shared.provider.kind.simulated();
+        let body = kind.for_model(&model).unwrap_or(kind).error_body(status, message);
         let mut head = format!(
             "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n",
             body.len()
@@ -203,8 +232,9 @@ impl Exchange<'_, '_> {
 
     async fn stream(&mut self, fault: Option<Fault>, reader: &mut ReadHalf<'_>) -> std::io::Result<Next> {
         let provider = &self.shared.provider;
-        let sim = provider.kind.simulated();
         let model = model_of(provider, self.request);
+        let kind = provider.kind.simulated();
+        let sim = kind.for_model(&model).unwrap_or(kind);
         let head = format!(
             "HTTP/1.1 200 OK\r\ncontent-type: {}\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n",
             sim.content_type()

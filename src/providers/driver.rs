@@ -69,7 +69,7 @@ async fn count_tokens(
     upstream: Upstream<'_>,
     req: &ChatRequest,
 ) -> Result<u64, ProviderError> {
-    let adapter = kind.adapter();
+    let adapter = kind.adapter_for(upstream.model);
     let mut request = adapter
         .count_request(upstream, req)
         .ok_or_else(|| ProviderError::Request(format!("a {kind} provider counts no tokens")))??;
@@ -235,7 +235,7 @@ pub async fn open(
     upstream: Upstream<'_>,
     req: &ChatRequest,
 ) -> Result<EventStream, ProviderError> {
-    let adapter = kind.adapter();
+    let adapter = kind.adapter_for(upstream.model);
     let mut request = adapter.request(upstream, req)?;
     if let Some(context) = upstream.traceparent.and_then(|context| http::HeaderValue::from_str(context).ok()) {
         request.headers_mut().insert("traceparent", context);
@@ -267,7 +267,7 @@ pub async fn open(
     let body = Box::pin(response.into_body().map(|chunk| chunk.map_err(|err| err.to_string())));
     let frames = adapter.frames(body, upstream.max_event_bytes);
     // A reasoning signature means something only to the API that wrote it.
-    let signatures = kind.dialect() == Some(req.dialect);
+    let signatures = adapter.dialect() == Some(req.dialect);
     Ok(Box::pin(Decoding { sse: frames, decoder: adapter.decoder(), pending: Vec::new(), ended: false, signatures }))
 }
 

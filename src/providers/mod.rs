@@ -20,6 +20,7 @@ pub mod scripted;
 mod shape;
 pub mod simulate;
 pub mod sse;
+mod vertex;
 
 use std::fmt;
 use std::future::Future;
@@ -59,17 +60,20 @@ pub enum ProviderKind {
     Azure,
     /// Amazon Bedrock: Claude's Messages in AWS's event stream, signed.
     Bedrock,
+    /// Google Vertex AI: Claude and Gemini in a Google Cloud project, with OAuth tokens.
+    Vertex,
 }
 
 impl ProviderKind {
     /// Every kind, for help texts, the simulated providers and test matrices.
-    pub const ALL: [ProviderKind; 6] = [
+    pub const ALL: [ProviderKind; 7] = [
         ProviderKind::OpenAi,
         ProviderKind::OpenAiResponses,
         ProviderKind::Anthropic,
         ProviderKind::Gemini,
         ProviderKind::Azure,
         ProviderKind::Bedrock,
+        ProviderKind::Vertex,
     ];
 
     /// The name used on the command line, in metrics and on the page; a
@@ -83,6 +87,7 @@ impl ProviderKind {
             ProviderKind::Gemini => "gemini",
             ProviderKind::Azure => "azure",
             ProviderKind::Bedrock => "bedrock",
+            ProviderKind::Vertex => "vertex",
         }
     }
 
@@ -111,20 +116,26 @@ impl ProviderKind {
             ProviderKind::Gemini => "kind = \"gemini\"",
             ProviderKind::Azure => "kind = \"azure\"",
             ProviderKind::Bedrock => "kind = \"bedrock\"",
+            ProviderKind::Vertex => "kind = \"vertex\"",
         }
     }
 
     /// The client dialect this kind speaks natively, whose requests it
-    /// takes as sent.
+    /// takes as sent (for a kind whose models differ, see [`ProviderKind::dialect_for`]).
     pub fn dialect(self) -> Option<ClientDialect> {
-        match self {
-            ProviderKind::OpenAi => Some(ClientDialect::ChatCompletions),
-            ProviderKind::OpenAiResponses => Some(ClientDialect::Responses),
-            ProviderKind::Anthropic => Some(ClientDialect::Messages),
-            ProviderKind::Gemini => None,
-            ProviderKind::Azure => Some(ClientDialect::ChatCompletions),
-            ProviderKind::Bedrock => Some(ClientDialect::Messages),
-        }
+        self.adapter().dialect()
+    }
+
+    /// The client dialect `model` of this kind speaks natively.
+    pub fn dialect_for(self, model: &str) -> Option<ClientDialect> {
+        self.adapter_for(model).dialect()
+    }
+
+    /// The adapter that serves `model`: the kind's own, or, for a kind
+    /// whose models speak different APIs, the one `model` speaks.
+    pub fn adapter_for(self, model: &str) -> &'static dyn Adapter {
+        let adapter = self.adapter();
+        adapter.for_model(model).unwrap_or(adapter)
     }
 
     /// How a simulated provider of this kind reads and writes, for the mock.
@@ -141,6 +152,7 @@ impl ProviderKind {
             ProviderKind::Gemini => &gemini::Gemini,
             ProviderKind::Azure => &azure::Azure,
             ProviderKind::Bedrock => &bedrock::Bedrock,
+            ProviderKind::Vertex => &vertex::Vertex,
         }
     }
 }
@@ -224,6 +236,19 @@ pub trait Adapter: Send + Sync {
 
     /// The kind's simulated provider, for `baton mock` and the tests.
     fn simulated(&self) -> &'static dyn simulate::Simulated;
+
+    /// The client dialect whose requests this adapter takes as sent.
+    fn dialect(&self) -> Option<ClientDialect> {
+        None
+    }
+
+    /// The adapter that serves `model`, for a kind whose models speak
+    /// different APIs (Vertex AI: Claude's Messages, Gemini's own);
+    /// `None` when this one serves every model.
+    fn for_model(&self, model: &str) -> Option<&'static dyn Adapter> {
+        let _ = model;
+        None
+    }
 
     /// What the kind makes of a provider's settings, or the setting it
     /// refuses. Most kinds take a `base_url` and an optional key, nothing else.

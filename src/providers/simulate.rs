@@ -90,9 +90,26 @@ pub trait Simulated: Send + Sync {
     fn base_url(&self, addr: SocketAddr) -> String;
 
     /// The keys beyond `kind` and `base_url` that a `[[providers]]` entry
-    /// needs to reach a simulated provider of this kind (a region, a key).
-    fn config_keys(&self) -> &'static str {
-        ""
+    /// needs to reach a simulated provider of this kind listening at `addr`
+    /// (a region, a key, a key file of its own), one per line.
+    fn config_keys(&self, addr: SocketAddr) -> String {
+        let _ = addr;
+        String::new()
+    }
+
+    /// The simulated wire of the model a request asks for, for a kind whose
+    /// models speak different APIs (Vertex AI); this one for most kinds.
+    fn for_model(&self, model: &str) -> Option<&'static dyn Simulated> {
+        let _ = model;
+        None
+    }
+
+    /// The answer to a request beside the chat ones (Vertex's token
+    /// exchange), as its status and JSON body, given the key the simulated
+    /// provider requires; `None` for a path the kind does not serve.
+    fn side_answer(&self, path: &str, body: &Value, key: Option<&str>) -> Option<(u16, String)> {
+        let _ = (path, body, key);
+        None
     }
 
     /// A model id of this kind's form made of `name`, for a target of a

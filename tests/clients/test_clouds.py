@@ -144,3 +144,71 @@ def test_a_messages_client_reaches_claude_on_bedrock_with_its_body_unchanged(pro
     assert body["anthropic_beta"] == ["context-1m-2025-08-07"]
     assert body["anthropic_version"] == "bedrock-2023-05-31"
     assert body["messages"] == [{"role": "user", "content": "hello"}]
+
+
+def vertex_key(addr, tmp_path):
+    """The test-only service account's key file, its token_uri the simulated Vertex's own."""
+    key = json.loads((Path(__file__).resolve().parents[2] / "fixtures/vertex/test-only-service-account.json").read_text())
+    key["token_uri"] = f"http://{addr}/token"
+    path = tmp_path / "sa.json"
+    path.write_text(json.dumps(key))
+    return path
+
+
+def test_google_auth_exchanges_a_service_account_s_jwt_at_the_simulated_vertex(procs, tmp_path):
+    from google.auth.transport.requests import Request
+    from google.oauth2 import service_account
+
+    addr = mock(procs, "vertex", "--api-key", "ya29.issued")
+    credentials = service_account.Credentials.from_service_account_file(
+        str(vertex_key(addr, tmp_path)), scopes=["https://www.googleapis.com/auth/cloud-platform"])
+    credentials.refresh(Request())
+    assert credentials.token == "ya29.issued", "google-auth's own grant is the one the simulated Vertex takes"
+
+
+def test_the_anthropic_vertex_sdk_reads_the_simulated_vertex(procs):
+    addr = mock(procs, "vertex")
+    client = anthropic.AnthropicVertex(region="us-east5", project_id="p", access_token="ya29.any",
+                                       base_url=f"http://{addr}/v1", max_retries=0, timeout=20)
+    with client.messages.stream(model="claude-sonnet-4-5@20250929", max_tokens=64,
+                                messages=[{"role": "user", "content": "hello"}]) as stream:
+        text = "".join(stream.text_stream)
+    assert text == "vertex0 vertex1 vertex2"
+    [record] = received(addr)
+    assert record["path"] == ("/v1/projects/p/locations/us-east5/publishers/anthropic/models/"
+                              "claude-sonnet-4-5@20250929:streamRawPredict")
+
+
+def test_claude_and_gemini_on_vertex_through_baton_with_one_token_exchange(procs, tmp_path):
+    addr = mock(procs, "vertex", "--api-key", "ya29.issued")
+    key = vertex_key(addr, tmp_path)
+    config = f'''
+[[providers]]
+name = "vertex"
+kind = "vertex"
+project = "my-project"
+region = "us-east5"
+base_url = "http://{addr}"
+credentials_file = "{key}"
+
+[[routes]]
+model = "claude"
+targets = [{{ provider = "vertex", model = "claude-sonnet-4-5@20250929" }}]
+
+[[routes]]
+model = "gemini"
+targets = [{{ provider = "vertex", model = "gemini-2.5-flash" }}]
+'''
+    proxy = serve(procs, config)
+    client = openai.OpenAI(base_url=f"http://{proxy}/v1", api_key="unused", max_retries=0, timeout=20)
+    for route in ["claude", "gemini", "claude"]:
+        stream = client.chat.completions.create(model=route, stream=True, messages=[{"role": "user", "content": "hi"}])
+        text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+        assert text == "vertex0 vertex1 vertex2", route
+    records = received(addr)
+    paths = [record["path"] for record in records]
+    assert paths.count("/token") == 1, f"one exchange serves every request: {paths}"
+    chats = [record for record in records if record["path"] != "/token"]
+    assert [record["path"].rsplit(":", 1)[-1] for record in chats] == [
+        "streamRawPredict", "streamGenerateContent?alt=sse", "streamRawPredict"]
+    assert all(record["headers"]["authorization"] == "Bearer ya29.issued" for record in chats)

@@ -18,7 +18,10 @@ pub fn config_file(name: &str, text: &str) -> std::path::PathBuf {
 
 /// One `[[providers]]` entry for a provider at `base_url`.
 pub fn provider_toml(name: &str, kind: ProviderKind, base_url: &str) -> String {
-    let extra = kind.simulated().config_keys();
+    // The simulated provider's address, for the keys that name it (Vertex's key file).
+    let authority = base_url.split("://").nth(1).unwrap_or_default().split('/').next().unwrap_or_default();
+    let addr = authority.parse().unwrap_or_else(|_| std::net::SocketAddr::from(([127, 0, 0, 1], 9)));
+    let extra = kind.simulated().config_keys(addr);
     let extra = if extra.is_empty() { String::new() } else { format!("{extra}\n") };
     let kind = kind.config_keys();
     format!("[[providers]]\nname = \"{name}\"\n{kind}\nbase_url = \"{base_url}\"\n{extra}\n")

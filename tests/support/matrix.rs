@@ -27,7 +27,8 @@ pub fn secondary_kind(primary: ProviderKind) -> ProviderKind {
         ProviderKind::OpenAiResponses => ProviderKind::Gemini,
         ProviderKind::Gemini => ProviderKind::Azure,
         ProviderKind::Azure => ProviderKind::Bedrock,
-        ProviderKind::Bedrock => ProviderKind::OpenAi,
+        ProviderKind::Bedrock => ProviderKind::Vertex,
+        ProviderKind::Vertex => ProviderKind::OpenAi,
     }
 }
 

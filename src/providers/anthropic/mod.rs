@@ -48,6 +48,10 @@ impl Adapter for Anthropic {
         &simulated::SimulatedAnthropic
     }
 
+    fn dialect(&self) -> Option<crate::request::ClientDialect> {
+        Some(crate::request::ClientDialect::Messages)
+    }
+
     /// `POST /v1/messages/count_tokens` with the client's body and model
     /// set: only a Messages client's body is what Anthropic would count.
     fn count_request(

@@ -41,6 +41,10 @@ impl Adapter for Azure {
         &simulated::SimulatedAzure
     }
 
+    fn dialect(&self) -> Option<crate::request::ClientDialect> {
+        Some(crate::request::ClientDialect::ChatCompletions)
+    }
+
     /// A resource's address (`https://my-resource.openai.azure.com`, no
     /// `/openai`), its key, and `api_version`.
     fn configure(&self, settings: &Settings<'_>) -> Result<Account, Refusal> {

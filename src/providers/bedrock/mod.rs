@@ -50,6 +50,10 @@ impl Adapter for Bedrock {
         &simulated::SimulatedBedrock
     }
 
+    fn dialect(&self) -> Option<crate::request::ClientDialect> {
+        Some(crate::request::ClientDialect::Messages)
+    }
+
     /// `region` (the address is Bedrock's runtime there unless `base_url`
     /// says otherwise), and a Bedrock API key (`api_key`) or AWS keys: the
     /// config's `aws_*`, else the environment's `AWS_*`.

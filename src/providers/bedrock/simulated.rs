@@ -86,8 +86,8 @@ impl Simulated for SimulatedBedrock {
 
     /// A region to sign for, and a Bedrock API key: the simulated runtime
     /// takes any key unless it is given one to require.
-    fn config_keys(&self) -> &'static str {
-        "region = \"us-east-1\"\napi_key = \"bedrock-simulated-key\""
+    fn config_keys(&self, _addr: SocketAddr) -> String {
+        "region = \"us-east-1\"\napi_key = \"bedrock-simulated-key\"".to_owned()
     }
 
     fn model_named(&self, name: &str) -> String {

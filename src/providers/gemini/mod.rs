@@ -26,11 +26,11 @@ impl Adapter for Gemini {
             upstream.model
         );
         let headers: Vec<_> = upstream.api_key.map(|key| (API_KEY, key)).into_iter().collect();
-        driver::post_json(url, &headers, &body(req))
+        gemini_request(url, &headers, req)
     }
 
     fn decoder(&self) -> Box<dyn Decoder> {
-        Box::<decode::GeminiDecoder>::default()
+        gemini_decoder()
     }
 
     fn simulated(&self) -> &'static dyn Simulated {
@@ -38,12 +38,37 @@ impl Adapter for Gemini {
     }
 
     fn is_context_length(&self, message: &str) -> bool {
-        message.contains("exceeds the maximum number of tokens")
+        is_too_long(message)
     }
 
     fn unsupported(&self, req: &ChatRequest) -> Vec<Field> {
         unsupported(req)
     }
+}
+
+/// A streaming `generateContent` request of `req` to `url` with `headers`:
+/// shared with the kinds that serve Gemini at another address (Vertex AI).
+pub(super) fn gemini_request(
+    url: String,
+    headers: &[(HeaderName, &str)],
+    req: &ChatRequest,
+) -> Result<http::Request<Bytes>, ProviderError> {
+    driver::post_json(url, headers, &body(req))
+}
+
+/// A fresh decoder of a Gemini stream.
+pub(super) fn gemini_decoder() -> Box<dyn Decoder> {
+    Box::<decode::GeminiDecoder>::default()
+}
+
+/// What of `req` Gemini cannot honour (see [`Adapter::unsupported`]).
+pub(super) fn gemini_unsupported(req: &ChatRequest) -> Vec<Field> {
+    unsupported(req)
+}
+
+/// Whether Gemini's words say the prompt is too long for the model.
+pub(super) fn is_too_long(message: &str) -> bool {
+    message.contains("exceeds the maximum number of tokens")
 }
 
 /// The thinking budget for each `reasoning_effort` (`none` turns thinking

@@ -36,6 +36,10 @@ impl Adapter for OpenAi {
         &simulated::SimulatedOpenAi
     }
 
+    fn dialect(&self) -> Option<crate::request::ClientDialect> {
+        Some(crate::request::ClientDialect::ChatCompletions)
+    }
+
     fn is_context_length(&self, message: &str) -> bool {
         message.contains("context length") || message.contains("context_length_exceeded")
     }

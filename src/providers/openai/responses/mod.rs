@@ -42,6 +42,10 @@ impl Adapter for OpenAiResponses {
         &simulated::SimulatedResponses
     }
 
+    fn dialect(&self) -> Option<crate::request::ClientDialect> {
+        Some(crate::request::ClientDialect::Responses)
+    }
+
     fn is_context_length(&self, message: &str) -> bool {
         message.contains("context window") || message.contains("context_length_exceeded")
     }
