@@ -304,3 +304,53 @@ fn a_door_asked_for_without_v1_gets_404_saying_where_it_is() {
         assert!(provider.requests().is_empty());
     });
 }
+
+/// The finish reason a streamed answer ended with, or a whole one's.
+fn finish_of(got: &Received, stream: bool) -> String {
+    if stream {
+        let chunks = got.chunks();
+        let mut reasons =
+            chunks.iter().filter_map(|c| c.pointer("/choices/0/finish_reason")?.as_str().map(str::to_owned));
+        reasons.next_back().unwrap_or_default()
+    } else {
+        got.json()["choices"][0]["finish_reason"].as_str().unwrap_or_default().to_owned()
+    }
+}
+
+#[test]
+fn a_content_filter_s_refusal_is_the_answer_unless_the_route_fails_over_on_refusals() {
+    run(HARD_LIMIT, async {
+        for kind in ProviderKind::ALL {
+            for stream in [true, false] {
+                let context = format!("{kind}, stream {stream}");
+                let filtered = MockProvider::new(kind).fault(Fault::ContentFilter).spawned().await;
+                let clean = MockProvider::openai().marker("clean").spawned().await;
+                let config = ChatConfig::new().mock("filtered", &filtered).mock("clean", &clean);
+                let body = chat_body(stream);
+                let proxy = Proxy::start(&config.toml()).await;
+                let got = post_chat(&proxy, &body).await;
+                assert_eq!(got.status, 200, "{context}: {}", got.raw);
+                assert_eq!(got.header("x-baton-provider"), "filtered", "{context}: the refusal is the answer");
+                assert_eq!(finish_of(&got, stream), "content_filter", "{context}: {}", got.raw);
+                assert!(clean.requests().is_empty(), "{context}: no other target is asked");
+
+                let config = ChatConfig::new()
+                    .keys("fail_over_on_refusal = true")
+                    .mock("filtered", &filtered)
+                    .mock("clean", &clean);
+                let proxy = Proxy::start(&config.toml()).await;
+                let got = post_chat(&proxy, &body).await;
+                assert_eq!(got.status, 200, "{context}: {}", got.raw);
+                assert_eq!(got.header("x-baton-provider"), "clean", "{context}: the next target answers");
+                assert_eq!(got.header("x-baton-attempts"), "2", "{context}");
+                assert_eq!(finish_of(&got, stream), "stop", "{context}: {}", got.raw);
+                let text = if stream {
+                    got.streamed_text()
+                } else {
+                    got.json()["choices"][0]["message"]["content"].as_str().unwrap_or_default().to_owned()
+                };
+                assert_eq!(text, clean.provider().expected_text(), "{context}");
+            }
+        }
+    });
+}

@@ -34,6 +34,7 @@ const FAULT_HELP: &str = "Fault classes (--fault):
   retry_after_overflow   answer 429 with Retry-After: 18446744073709551615
   stray_response         write a second whole response 20 ms after a complete one
   trailing_response      write a second whole response in the same write as the first
+  content_filter         refuse before any token, as the provider's content filter does
 
 GET /__requests answers every request received so far, as a JSON array of {path, headers, body, fault}.";
 

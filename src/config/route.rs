@@ -54,6 +54,7 @@ pub(super) struct RawRoute {
     pub validate_json: Option<bool>,
     pub reasoning_keeps_alive: Option<bool>,
     pub stream_reasoning: Option<bool>,
+    pub fail_over_on_refusal: Option<bool>,
     pub max_resumes: Option<Spanned<u32>>,
     pub targets: Spanned<Vec<Spanned<RawTarget>>>,
 }
@@ -183,11 +184,21 @@ pub struct Surface {
     /// Send reasoning to the client (`delta.reasoning_content`); it then
     /// commits like a token.
     pub stream_reasoning: bool,
+    /// A content filter's refusal before any token (Azure's
+    /// `content_filter`, Gemini's `SAFETY`) tries the next target instead of
+    /// being the answer.
+    pub fail_over_on_refusal: bool,
 }
 
 impl Default for Surface {
     fn default() -> Self {
-        Surface { drop_unsupported: false, validate_json: true, reasoning_keeps_alive: false, stream_reasoning: false }
+        Surface {
+            drop_unsupported: false,
+            validate_json: true,
+            reasoning_keeps_alive: false,
+            stream_reasoning: false,
+            fail_over_on_refusal: false,
+        }
     }
 }
 
@@ -326,6 +337,7 @@ fn surface(check: &Checker<'_>, raw: &RawRoute, key: &str) -> Result<Surface, Co
         validate_json: raw.validate_json.unwrap_or(defaults.validate_json),
         reasoning_keeps_alive: raw.reasoning_keeps_alive.unwrap_or(defaults.reasoning_keeps_alive),
         stream_reasoning: raw.stream_reasoning.unwrap_or(defaults.stream_reasoning),
+        fail_over_on_refusal: raw.fail_over_on_refusal.unwrap_or(defaults.fail_over_on_refusal),
     })
 }
 

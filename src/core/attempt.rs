@@ -132,7 +132,8 @@ impl Pipeline {
             keeps_alive: rules.surface.reasoning_keeps_alive,
         };
         let (started, idle) = (attempt.started, rules.deadlines.idle);
-        let clock = CommitClock::start(started, target.first_token_timeout, idle, rules.commit, reasoning);
+        let clock = CommitClock::start(started, target.first_token_timeout, idle, rules.commit, reasoning)
+            .failing_over_on_refusal(rules.surface.fail_over_on_refusal);
         let upstream = upstream(target, rules.max_event_bytes, traceparent);
         let drilled;
         let opener: &dyn Opener = match attempt.drill {

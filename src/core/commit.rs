@@ -18,7 +18,7 @@ use tokio::time::Instant;
 
 use super::Failure;
 use crate::config::CommitWindow;
-use crate::event::Event;
+use crate::event::{Event, FinishReason};
 
 /// The most answer bytes held back before commit: past it the attempt
 /// commits, whatever its commit window, so a provider cannot make baton hold
@@ -68,6 +68,10 @@ pub(super) struct CommitClock {
     tokens: u32,
     held_bytes: usize,
     finished: bool,
+    /// A content filter ended the answer before any token, at this time.
+    refused_at: Option<Instant>,
+    /// Whether such a refusal fails the attempt rather than being its answer.
+    fail_over_on_refusal: bool,
 }
 
 impl CommitClock {
@@ -91,7 +95,16 @@ impl CommitClock {
             tokens: 0,
             held_bytes: 0,
             finished: false,
+            refused_at: None,
+            fail_over_on_refusal: false,
         }
+    }
+
+    /// The clock with a content filter's refusal before any token failing
+    /// the attempt (`fail_over_on_refusal`) instead of answering.
+    pub(super) fn failing_over_on_refusal(mut self, fail_over: bool) -> Self {
+        self.fail_over_on_refusal = fail_over;
+        self
     }
 
     /// When the first token is due: opening the answer counts against it too.
@@ -112,6 +125,9 @@ impl CommitClock {
     /// `event` arrived at `now`.
     pub(super) fn event(&mut self, event: &Event, now: Instant) {
         self.last_event_at = now;
+        if matches!(event, Event::Finish(FinishReason::ContentFilter)) && self.first_token_at.is_none() {
+            self.refused_at = Some(now);
+        }
         let reasoning = event.is_reasoning();
         if reasoning && self.reasoning.keeps_alive && self.first_token_at.is_none() {
             self.alive_since = now;
@@ -126,14 +142,26 @@ impl CommitClock {
         self.finished |= matches!(event, Event::Finish(_));
     }
 
+    /// Whether a content filter refused before any token on a route that
+    /// fails over on refusals (otherwise the refusal, a finish, is the answer).
+    fn refused(&self) -> bool {
+        self.fail_over_on_refusal && self.refused_at.is_some()
+    }
+
     /// The stream ended cleanly: it commits, with its time to first
     /// token, if it said anything.
     pub(super) fn ended(&self) -> Result<Duration, Failure> {
+        if self.refused() {
+            return Err(Failure::RefusedByFilter);
+        }
         self.first_token_at.map(|at| at - self.started).ok_or(Failure::Empty)
     }
 
     /// What is due at `now`.
     pub(super) fn at(&self, now: Instant) -> Next {
+        if self.refused() {
+            return Next::Fail(Failure::RefusedByFilter);
+        }
         let Some(first_token_at) = self.first_token_at else {
             let deadline = self.first_token_deadline();
             return if now >= deadline {
@@ -173,6 +201,24 @@ mod tests {
 
     fn text(word: &str) -> Event {
         Event::Text(word.to_owned())
+    }
+
+    #[test]
+    fn a_content_filter_s_refusal_before_any_token_is_the_answer_unless_the_route_fails_over() {
+        let (mut plain, start) = clock(1, Duration::ZERO);
+        plain.event(&Event::Finish(FinishReason::ContentFilter), start + 40 * MS);
+        assert_eq!(plain.at(start + 40 * MS), Next::Commit { ttft: 40 * MS }, "the refusal is passed on at once");
+        assert_eq!(plain.ended(), Ok(40 * MS));
+        let (strict, start) = clock(1, Duration::ZERO);
+        let mut strict = strict.failing_over_on_refusal(true);
+        strict.event(&Event::Finish(FinishReason::ContentFilter), start + 40 * MS);
+        assert_eq!(strict.at(start + 40 * MS), Next::Fail(Failure::RefusedByFilter));
+        assert_eq!(strict.ended(), Err(Failure::RefusedByFilter));
+        let (late, start) = clock(1, Duration::ZERO);
+        let mut late = late.failing_over_on_refusal(true);
+        late.event(&text("partial"), start + 10 * MS);
+        late.event(&Event::Finish(FinishReason::ContentFilter), start + 20 * MS);
+        assert_eq!(late.at(start + 20 * MS), Next::Commit { ttft: 10 * MS }, "after a token it is the answer's end");
     }
 
     #[test]

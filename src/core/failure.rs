@@ -31,6 +31,10 @@ pub enum Failure {
     /// The stream ended before any content, yet with its end marker.
     #[error("the stream ended without any content")]
     Empty,
+    /// The provider's content filter refused to answer, on a route that
+    /// fails over on refusals.
+    #[error("the provider's content filter refused to answer")]
+    RefusedByFilter,
     /// The request's own time ran out before any candidate committed (or,
     /// for an answer sent whole, before it ended).
     #[error("the request timeout of {} ms ran out", .0.as_millis())]
@@ -98,6 +102,8 @@ impl Failure {
             Failure::FirstTokenTimeout(_) => Class { timed_out: true, ..Class::upstream("first_token_timeout") },
             Failure::IdleTimeout(_) => Class { timed_out: true, ..Class::upstream("idle_timeout") },
             Failure::Empty => Class::upstream("empty"),
+            // The provider works as designed: its breaker is not charged.
+            Failure::RefusedByFilter => Class { charge_breaker: false, ..Class::upstream("refused_by_filter") },
             Failure::RequestTimeout(_) => Class { timed_out: true, ..Class::baton("request_timeout") },
             Failure::AnswerTooLarge(_) => Class::baton("answer_too_large"),
             Failure::BreakerOpen => Class { skip: true, ..Class::baton("breaker_open") },

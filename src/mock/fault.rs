@@ -58,6 +58,10 @@ pub enum Fault {
     /// Answer correctly, with a second whole response that no request asked
     /// for right behind it, in the same write.
     TrailingResponse,
+    /// Answer with the provider's content-filter refusal before any token
+    /// (OpenAI's and Azure's `content_filter`, Anthropic's `refusal`,
+    /// Gemini's `SAFETY`): an answer, not a fault, unless the route says so.
+    ContentFilter,
 }
 
 impl Fault {
@@ -77,8 +81,8 @@ impl Fault {
     ];
 
     /// Every fault a simulated provider can inject.
-    pub const ALL: [Fault; 24] = {
-        let mut all = [Fault::Refuse; 24];
+    pub const ALL: [Fault; 25] = {
+        let mut all = [Fault::Refuse; 25];
         let mut i = 0;
         while i < all.len() {
             let pre = Self::PRE_COMMIT.len();
@@ -89,7 +93,7 @@ impl Fault {
     };
 
     /// The faults that are not [`Fault::PRE_COMMIT`]'s: mid-stream and misbehaving bytes.
-    const LATER: [Fault; 14] = [
+    const LATER: [Fault; 15] = [
         Fault::MidstreamStall,
         Fault::MidstreamClose,
         Fault::MidstreamMalformed,
@@ -104,6 +108,7 @@ impl Fault {
         Fault::RetryAfterOverflow,
         Fault::StrayResponse,
         Fault::TrailingResponse,
+        Fault::ContentFilter,
     ];
 
     /// Whether the fault cuts an answer short after a few tokens.
@@ -141,6 +146,7 @@ impl Fault {
             Fault::RetryAfterOverflow => "retry_after_overflow",
             Fault::StrayResponse => "stray_response",
             Fault::TrailingResponse => "trailing_response",
+            Fault::ContentFilter => "content_filter",
         }
     }
 

@@ -249,6 +249,13 @@ impl Exchange<'_, '_> {
         for event in sim.opening(&model, answer.reasoning > 0, provider.cached_tokens) {
             out.send(&event).await?;
         }
+        if fault == Some(Fault::ContentFilter) {
+            for event in sim.refusal(&model) {
+                out.send(&event).await?;
+            }
+            out.end().await?;
+            return Ok(Next::KeepAlive);
+        }
         let words = Words::for_request(provider, self.request);
         let start = words.start;
         let cut_short = fault.is_some_and(Fault::cuts_short);

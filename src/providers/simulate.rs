@@ -185,6 +185,10 @@ pub trait Simulated: Send + Sync {
     /// An error reported inside the stream.
     fn error_event(&self) -> WireEvent;
 
+    /// The events after the opening of an answer the kind's content filter
+    /// refused before any token, end marker included.
+    fn refusal(&self, model: &str) -> Vec<WireEvent>;
+
     /// An event no decoder can read.
     fn malformed(&self) -> WireEvent;
 

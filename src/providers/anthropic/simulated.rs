@@ -65,6 +65,18 @@ impl Simulated for SimulatedAnthropic {
         ending(end)
     }
 
+    fn refusal(&self, _model: &str) -> Vec<WireEvent> {
+        vec![
+            named("content_block_stop", &json!({"type": "content_block_stop", "index": 0})),
+            named(
+                "message_delta",
+                &json!({"type": "message_delta", "delta": {"stop_reason": "refusal", "stop_sequence": null},
+                    "usage": {"output_tokens": 0}}),
+            ),
+            named("message_stop", &json!({"type": "message_stop"})),
+        ]
+    }
+
     fn error_event(&self) -> WireEvent {
         named("error", &json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}))
     }

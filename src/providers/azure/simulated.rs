@@ -86,6 +86,24 @@ impl Simulated for SimulatedAzure {
         SimulatedOpenAi.ending(model, end).into_iter().map(filtered).collect()
     }
 
+    /// The filter's verdict on the completion: violence, filtered.
+    fn refusal(&self, model: &str) -> Vec<WireEvent> {
+        let mut events = SimulatedOpenAi.refusal(model);
+        if let Some(first) = events.first_mut() {
+            let text = String::from_utf8_lossy(first).into_owned();
+            let json = text.strip_prefix("data: ").map(str::trim_end).unwrap_or_default();
+            if let Ok(mut chunk) = serde_json::from_str::<Value>(json) {
+                let mut verdict = passed();
+                verdict["violence"] = json!({"filtered": true, "severity": "medium"});
+                if let Some(choice) = chunk.pointer_mut("/choices/0") {
+                    choice["content_filter_results"] = verdict;
+                }
+                *first = data(&chunk);
+            }
+        }
+        events
+    }
+
     fn error_event(&self) -> WireEvent {
         SimulatedOpenAi.error_event()
     }

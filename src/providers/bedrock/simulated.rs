@@ -142,6 +142,10 @@ impl Simulated for SimulatedBedrock {
         chunks(SimulatedAnthropic.ending(model, end))
     }
 
+    fn refusal(&self, model: &str) -> Vec<WireEvent> {
+        chunks(SimulatedAnthropic.refusal(model))
+    }
+
     /// The model failing mid-answer, as Bedrock reports it.
     fn error_event(&self) -> WireEvent {
         exception("modelStreamErrorException", "The model stream failed.")

@@ -82,6 +82,14 @@ impl Simulated for SimulatedGemini {
         events
     }
 
+    fn refusal(&self, model: &str) -> Vec<WireEvent> {
+        vec![data(&json!({
+            "candidates": [{"content": {"parts": [{"text": ""}], "role": "model"}, "finishReason": "SAFETY", "index": 0,
+                "safetyRatings": [{"category": "HARM_CATEGORY_DANGEROUS_CONTENT", "probability": "HIGH", "blocked": true}]}],
+            "usageMetadata": {"promptTokenCount": PROMPT_TOKENS, "totalTokenCount": PROMPT_TOKENS},
+            "modelVersion": model}))]
+    }
+
     fn error_event(&self) -> WireEvent {
         data(&json!({"error": {"code": 503, "message": "The model is overloaded. Please try again later.",
             "status": "UNAVAILABLE"}}))

@@ -70,6 +70,10 @@ impl Simulated for SimulatedOpenAi {
         events
     }
 
+    fn refusal(&self, model: &str) -> Vec<WireEvent> {
+        vec![data(&chunk(model, json!({}), Some("content_filter"))), b"data: [DONE]\n\n".to_vec()]
+    }
+
     fn error_event(&self) -> WireEvent {
         data(&json!({"error": {"message": "The server had an error while processing your request",
             "type": "server_error", "code": null}}))

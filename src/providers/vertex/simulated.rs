@@ -159,6 +159,10 @@ impl Simulated for SimulatedVertex {
         SimulatedGemini.ending(model, end)
     }
 
+    fn refusal(&self, model: &str) -> Vec<WireEvent> {
+        SimulatedGemini.refusal(model)
+    }
+
     fn error_event(&self) -> WireEvent {
         SimulatedGemini.error_event()
     }
@@ -235,6 +239,10 @@ impl Simulated for SimulatedVertexClaude {
 
     fn ending(&self, model: &str, end: &Ending<'_>) -> Vec<WireEvent> {
         SimulatedAnthropic.ending(model, end)
+    }
+
+    fn refusal(&self, model: &str) -> Vec<WireEvent> {
+        SimulatedAnthropic.refusal(model)
     }
 
     fn error_event(&self) -> WireEvent {

@@ -60,6 +60,12 @@ impl Simulated for SimulatedResponses {
         ending(model, end)
     }
 
+    fn refusal(&self, model: &str) -> Vec<WireEvent> {
+        let mut done = response(model, "incomplete");
+        done["incomplete_details"] = json!({ "reason": "content_filter" });
+        vec![event("response.incomplete", json!({ "response": done }))]
+    }
+
     fn error_event(&self) -> WireEvent {
         error_event()
     }
