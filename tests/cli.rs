@@ -223,6 +223,16 @@ fn drill_runs_one_now_and_fails_when_the_fallback_does_not_answer() {
         let asked = secondary.requests().pop().expect("the fallback was asked").body;
         assert_eq!(asked["max_tokens"], 8, "a tiny drill: {asked}");
 
+        let spared =
+            Command::from(Baton::once(&["drill", "--route", "chat", "--fail", "secondary=http_5xx", "--config"]))
+                .arg(&path)
+                .output()
+                .await
+                .expect("runs");
+        let stdout = String::from_utf8_lossy(&spared.stdout);
+        assert!(spared.status.success(), "{stdout}");
+        assert!(stdout.contains("answered by primary") && stdout.contains("no failover was exercised"), "{stdout}");
+
         let dead = MockProvider::anthropic().fault(baton::mock::Fault::Http5xx).spawned().await;
         let path =
             support::config_file("cli-drill-bad", &mocks_toml(&[("primary", &primary), ("dead", &dead)], 2000, 2000));

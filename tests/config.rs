@@ -243,6 +243,22 @@ fn likely_mistakes_are_warned_about_without_failing() {
 }
 
 #[test]
+fn a_drill_that_spares_an_ordered_route_s_first_target_is_warned_about() {
+    let route = "[[providers]]\nname = \"a\"\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n\n\
+                 [[providers]]\nname = \"b\"\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:8/v1\"\n\n\
+                 [[routes]]\nmodel = \"chat\"\ntargets = [{ provider = \"a\", model = \"m\" }, { provider = \"b\", model = \"n\" }]\n\n";
+    let drill = |fail: &str| format!("{route}[[drills]]\nroute = \"chat\"\nevery = \"1h\"\nfail = [{fail}]\n");
+    let (_, warnings) = checked(&drill("\"b=http_5xx\""), &[]).expect("valid");
+    let said = warnings.iter().find(|line| line.contains("drills[0].fail")).cloned().unwrap_or_default();
+    assert!(said.contains("tries \"a\" first") && said.contains("without exercising any failover"), "{warnings:?}");
+    let (_, warnings) = checked(&drill("\"a=http_5xx\""), &[]).expect("valid");
+    assert!(
+        !warnings.iter().any(|line| line.contains("drills[0]")),
+        "failing the first target is a drill: {warnings:?}"
+    );
+}
+
+#[test]
 fn an_anthropic_or_gemini_base_url_ending_in_a_version_is_warned_about() {
     for (kind, url, adds) in [
         ("anthropic", "https://api.anthropic.com/v1", "/v1/messages"),

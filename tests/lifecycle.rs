@@ -69,6 +69,31 @@ fn a_stderr_nobody_reads_does_not_stall_the_streams() {
 }
 
 #[test]
+fn an_all_failed_request_s_log_line_counts_its_attempts() {
+    run(HARD_LIMIT, async {
+        let first = MockProvider::anthropic().fault(Fault::Http5xx).spawned().await;
+        let second = MockProvider::openai().fault(Fault::Http5xx).spawned().await;
+        let config = listening("").mock("first", &first).mock("second", &second);
+        let baton = start(&support::config_file("lifecycle-all-failed", &config.toml())).await;
+        let got = post_chat(&baton, &chat_body(false)).await;
+        assert_eq!(got.status, 502, "{}", got.raw);
+        let id = got.header("x-request-id");
+        let request_line = || {
+            baton
+                .log_lines()
+                .iter()
+                .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+                .find(|line| line["message"] == "request" && line["request_id"] == *id)
+        };
+        eventually(Duration::from_secs(2), || async { request_line().is_some() }).await;
+        let request_line = request_line().expect("one request line");
+        assert_eq!(request_line["outcome"], "all_failed", "{request_line}");
+        assert_eq!(request_line["attempt"], 2, "both attempts were sent: {request_line}");
+        assert_eq!(request_line["fallback_count"], 1, "{request_line}");
+    });
+}
+
+#[test]
 fn json_logs_carry_the_fields_and_never_the_secrets() {
     run(HARD_LIMIT, async {
         let flaky = MockProvider::anthropic().api_key(SECRET).fault(Fault::Http5xx).spawned().await;

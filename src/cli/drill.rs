@@ -34,6 +34,11 @@ pub(crate) async fn run(path: &std::path::Path, route: &str, fail: Option<&str>)
                 "drill of {:?} ({spec}): answered by {provider} ({model}) after {} attempts in {elapsed_ms} ms",
                 route.model, ran.attempts
             );
+            if ran.outcome == "no_failover" {
+                println!(
+                    "note: {provider} was tried first and is not one the drill fails, so no failover was exercised; fail the route's first target to drill its fallback"
+                );
+            }
             Ok(())
         }
         (Some((provider, _)), false) => {

@@ -225,6 +225,45 @@ fn alert_entry(check: &Checker<'_>, raw: &RawAlert, i: usize) -> Result<Option<W
 }
 
 /// Validates every `[[drills]]` entry against `routes`, pushing each mistake to `errors`.
+/// Drills that cannot exercise a failover: on an ordered route, a drill
+/// whose `fail` spares the first target is answered by it, so it passes
+/// without any fallback tried.
+pub(super) fn drill_warnings(
+    check: &Checker<'_>,
+    raw: &[Spanned<RawDrill>],
+    routes: &[Spanned<super::route::RawRoute>],
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, drill) in raw.iter().enumerate() {
+        let drill = drill.get_ref();
+        let Some(fail) = &drill.fail else { continue };
+        let name = drill.route.get_ref();
+        let route = routes.iter().map(Spanned::get_ref).find(|route| {
+            route.model.get_ref() == name
+                || route.aliases.as_ref().is_some_and(|aliases| aliases.get_ref().iter().any(|alias| alias == name))
+        });
+        let Some(route) = route else { continue };
+        let ordered = route.strategy.as_ref().is_none_or(|strategy| strategy.get_ref() == "ordered");
+        let Some(first) = route.targets.get_ref().first().map(|target| target.get_ref().provider.get_ref()) else {
+            continue;
+        };
+        let failed: Vec<&str> = fail
+            .get_ref()
+            .iter()
+            .map(|pair| pair.split_once('=').map_or("", |(provider, _)| provider.trim()))
+            .collect();
+        if ordered && !failed.contains(&first.as_str()) {
+            out.push(format!(
+                "{}:{}: drills[{i}].fail: fails {}, but route {name:?} tries {first:?} first, which answers: the drill passes without exercising any failover; fail {first:?} too",
+                check.label,
+                check.line(fail.span().start),
+                failed.join(", ")
+            ));
+        }
+    }
+    out
+}
+
 pub(super) fn drills(
     check: &Checker<'_>,
     raw: &[Spanned<RawDrill>],

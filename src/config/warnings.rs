@@ -48,6 +48,7 @@ pub(super) fn warnings(check: &Checker<'_>, raw: &RawConfig) -> Vec<String> {
             }
         }
     }
+    out.extend(super::ops::drill_warnings(check, &raw.drills, &raw.routes));
     out
 }
 

@@ -225,11 +225,20 @@ impl RequestWatch {
         recording.finish();
     }
 
-    /// The request's log line.
-    fn log(&self, outcome: &str, latency: Duration, cost_usd: Option<f64>) {
-        let (provider, model, attempts) = match &self.winner {
-            Some(winner) => (&*winner.provider, winner.model.as_str(), winner.attempts),
-            None => ("", "", 0),
+    /// The attempts sent to a provider: the winner's count, or, when none
+    /// answered, those of the failed attempts that were sent (not skipped).
+    fn attempts_sent(&self) -> u32 {
+        match &self.winner {
+            Some(winner) => winner.attempts,
+            None => u32::try_from(self.tried.iter().filter(|tried| tried.sent).count()).unwrap_or(u32::MAX),
+        }
+    }
+
+    /// The request's log line, `attempts` sent in all.
+    fn log(&self, outcome: &str, latency: Duration, cost_usd: Option<f64>, attempts: u32) {
+        let (provider, model) = match &self.winner {
+            Some(winner) => (&*winner.provider, winner.model.as_str()),
+            None => ("", ""),
         };
         let (input, output) = (self.usage.input_tokens.unwrap_or(0), self.usage.output_tokens.unwrap_or(0));
         tracing::info!(
@@ -274,17 +283,18 @@ impl Drop for RequestWatch {
             let (key, committed) = (self.key.as_deref(), self.winner.is_some());
             settle.settle(&Ended { key, route: &self.route, provider, usage: self.usage, committed, cost_usd });
         }
-        let attempts = self.winner.as_ref().map_or(0, |winner| winner.attempts);
+        let attempts = self.attempts_sent();
         if self.trace.is_on() {
             let answered_by = self.winner.as_ref().map(|winner| (&*winner.provider, winner.model.as_str()));
             let first_token = self.first_token;
             self.trace.end(&RequestEnd { outcome, answered_by, attempts, usage: self.usage, first_token });
         }
         self.fill_row(outcome, latency, cost_usd);
-        let failed_over = attempts > 1;
+        // The route's tally counts an answer that came after a failover.
+        let failed_over = self.winner.as_ref().is_some_and(|winner| winner.attempts > 1);
         let answered = self.winner.is_some() && outcome == "ok";
         self.routes.record(&self.route, Tally { total: 1, ok: u64::from(answered), failed: u64::from(failed_over) });
-        self.log(outcome, latency, cost_usd);
+        self.log(outcome, latency, cost_usd, attempts);
     }
 }
 

@@ -27,8 +27,10 @@ pub struct DrillRun {
     pub at_ms: i64,
     /// Whether a provider that was not failed answered.
     pub passed: bool,
-    /// `ok`, or why not: the engine's error kind (`all_failed`, …), a
-    /// refusal's (`budget_exceeded`), `answered_by_failed` or `no_route`.
+    /// `ok`; `no_failover` when it passed because the first target tried
+    /// was not one it fails (so no fallback was exercised); or why not: the
+    /// engine's error kind (`all_failed`, …), a refusal's
+    /// (`budget_exceeded`), `answered_by_failed` or `no_route`.
     pub outcome: &'static str,
     /// Who answered, provider and model, if anyone did.
     pub answered_by: Option<(String, String)>,
@@ -104,7 +106,12 @@ pub async fn run(
             }
             let failed_one_answered = drill.fail.for_provider(&winner.provider).is_some();
             ran.passed = !failed_one_answered;
-            ran.outcome = if failed_one_answered { "answered_by_failed" } else { "ok" };
+            ran.outcome = match (failed_one_answered, winner.attempts) {
+                (true, _) => "answered_by_failed",
+                // The first one tried answered: no failover was exercised.
+                (false, 0 | 1) => "no_failover",
+                (false, _) => "ok",
+            };
             ran.answered_by = Some((winner.provider.to_string(), winner.model.clone()));
             ran.attempts = winner.attempts;
         }
