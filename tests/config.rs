@@ -437,3 +437,29 @@ fn money_mistakes_are_named_with_their_keys() {
         assert!(message.contains(needle), "expected {needle:?} in {message:?}");
     }
 }
+
+#[test]
+fn every_unknown_key_and_wrong_type_is_reported_at_once_with_what_it_likely_meant() {
+    let text = "[[providers]]\nname = \"o\"\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\napikey = \"k\"\n\n\
+                [[routes]]\nmodel = \"chat\"\nfirst_token_timout_ms = 500\nidle_timeout_ms = \"soon\"\n\
+                targets = [{ provider = \"o\", model = \"m\" }]\n";
+    let err = checked(text, &[]).expect_err("three mistakes").to_string();
+    assert!(err.contains("t.toml:5: apikey: unknown field `apikey`"), "{err}");
+    assert!(err.contains("did you mean `api_key`?"), "{err}");
+    assert!(err.contains("t.toml:9: first_token_timout_ms: unknown field"), "{err}");
+    assert!(err.contains("did you mean `first_token_timeout_ms`?"), "{err}");
+    assert!(err.contains("t.toml:10: idle_timeout_ms: invalid type"), "{err}");
+    let far = checked(&text.replace("apikey", "colour"), &[]).expect_err("unknown").to_string();
+    let colour = far.lines().find(|line| line.contains("`colour`")).unwrap_or_default();
+    assert!(!colour.is_empty() && !colour.contains("did you mean"), "no suggestion for a key like none: {far}");
+}
+
+#[test]
+fn every_mistake_of_one_drill_is_reported() {
+    let text =
+        format!("{ONE_ROUTE}\n[[drills]]\nroute = \"chat\"\nevery = \"often\"\nexpect = \"silence\"\nmax_tokens = 0\n");
+    let err = checked(&text, &[]).expect_err("three mistakes in one drill").to_string();
+    for key in ["drills[0].every", "drills[0].expect", "drills[0].max_tokens"] {
+        assert!(err.contains(key), "{key} is reported: {err}");
+    }
+}

@@ -123,17 +123,76 @@ fn parse_with_warnings_in(
     secrets_optional: bool,
 ) -> Result<(Config, Vec<String>), ConfigError> {
     let check = Checker { text, label, env, dir, secrets_optional };
-    let raw: RawConfig = toml::from_str(text).map_err(|err| {
-        let line = err.span().map_or(1, |span| check.line(span.start));
-        ConfigError::Invalid {
-            path: label.to_owned(),
-            line,
-            key: key_of(text, err.span()),
-            message: err.message().trim().to_owned(),
-        }
-    })?;
+    let raw = parse_raw(&check)?;
     let warnings = warnings::warnings(&check, &raw);
     raw::check(&check, raw).map(|config| (config, warnings))
+}
+
+/// The most mistakes one parse reports.
+const MAX_PARSE_ERRORS: usize = 20;
+
+/// The config's text as written, or every mistake in it that reading it
+/// finds: each unknown key or value of the wrong type is reported, its
+/// lines blanked out, and the text read again, so two typos are two
+/// errors, each at its line and with the key it most likely meant. A
+/// syntax error (or one that blanking a line caused) ends the search.
+fn parse_raw(check: &Checker<'_>) -> Result<RawConfig, ConfigError> {
+    let mut text = check.text.to_owned();
+    let mut errors = Vec::new();
+    while errors.len() < MAX_PARSE_ERRORS {
+        let err = match toml::from_str::<RawConfig>(&text) {
+            Ok(raw) if errors.is_empty() => return Ok(raw),
+            Ok(_) => break,
+            Err(err) => err,
+        };
+        let message = err.message().trim();
+        let about_a_value = ["unknown field", "invalid type", "invalid value"].iter().any(|m| message.starts_with(m));
+        if !errors.is_empty() && !about_a_value {
+            break;
+        }
+        errors.push(ConfigError::Invalid {
+            path: check.label.to_owned(),
+            line: err.span().map_or(1, |span| check.line(span.start)),
+            key: key_of(check.text, err.span()),
+            message: with_suggestion(message),
+        });
+        match err.span() {
+            Some(span) if about_a_value => blank_lines(&mut text, span),
+            _ => break,
+        }
+    }
+    match errors.len() {
+        1 => Err(errors.remove(0)),
+        _ => Err(ConfigError::Many(errors)),
+    }
+}
+
+/// Spaces over the lines `span` touches, their line ends kept, so the rest
+/// of the text keeps its lines and offsets.
+fn blank_lines(text: &mut String, span: std::ops::Range<usize>) {
+    let start = text[..span.start.min(text.len())].rfind('\n').map_or(0, |i| i + 1);
+    let end = text[span.end.min(text.len())..].find('\n').map_or(text.len(), |i| span.end.min(text.len()) + i);
+    let blank: String = text[start..end].chars().map(|c| if c == '\n' { '\n' } else { ' ' }).collect();
+    text.replace_range(start..end, &blank);
+}
+
+/// An unknown key's message with the expected key it is closest to, when
+/// one is close: `first_token_timout_ms` most likely meant
+/// `first_token_timeout_ms`.
+fn with_suggestion(message: &str) -> String {
+    let Some(rest) = message.strip_prefix("unknown field `") else { return message.to_owned() };
+    let Some((unknown, expected)) = rest.split_once('`') else { return message.to_owned() };
+    let best = expected
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(|candidate| (strsim::damerau_levenshtein(unknown, candidate), candidate))
+        .filter(|(distance, candidate)| *distance <= (candidate.len() / 3).max(2))
+        .min();
+    match best {
+        Some((_, meant)) => format!("{message}; did you mean `{meant}`?"),
+        None => message.to_owned(),
+    }
 }
 
 /// The key a parse error points at: the text of its span when that is a bare

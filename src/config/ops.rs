@@ -272,54 +272,76 @@ pub(super) fn drills(
 ) -> Vec<Drill> {
     let mut drills = Vec::new();
     for (i, drill) in raw.iter().enumerate() {
-        match drill_entry(check, drill.get_ref(), i, routes) {
-            Ok(drill) => drills.push(drill),
-            Err(err) => errors.push(err),
-        }
+        drills.extend(drill_entry(check, drill.get_ref(), i, routes, errors));
     }
     drills
 }
 
-fn drill_entry(check: &Checker<'_>, raw: &RawDrill, i: usize, routes: &[Arc<Route>]) -> Result<Drill, ConfigError> {
+/// Drill `i` as the scheduler runs it, or every mistake in it, each pushed
+/// onto `errors`: a wrong `every` does not hide a wrong `max_tokens`.
+fn drill_entry(
+    check: &Checker<'_>,
+    raw: &RawDrill,
+    i: usize,
+    routes: &[Arc<Route>],
+    errors: &mut Vec<ConfigError>,
+) -> Option<Drill> {
+    let before = errors.len();
     let key = |field: &str| format!("drills[{i}].{field}");
     let name = raw.route.get_ref();
-    let route = routes
-        .iter()
-        .find(|route| route.answers_to(name))
-        .ok_or_else(|| check.error(&raw.route, key("route"), format!("no route is named {name:?}")))?;
-    let every = parse_every(raw.every.get_ref()).map_err(|why| check.error(&raw.every, key("every"), why))?;
+    let route = routes.iter().find(|route| route.answers_to(name));
+    if route.is_none() {
+        errors.push(check.error(&raw.route, key("route"), format!("no route is named {name:?}")));
+    }
+    let every = parse_every(raw.every.get_ref()).map_err(|why| errors.push(check.error(&raw.every, key("every"), why)));
+    if let Some(expect) = &raw.expect
+        && expect.get_ref() != "answered"
+    {
+        let message = format!("unknown expectation {:?}; expected \"answered\"", expect.get_ref());
+        errors.push(check.error(expect, key("expect"), message));
+    }
+    if let Some(prompt) = raw.prompt.as_ref().filter(|prompt| prompt.get_ref().trim().is_empty()) {
+        errors.push(check.error(prompt, key("prompt"), "must not be empty"));
+    }
+    if let Some(n) = raw.max_tokens.as_ref().filter(|n| *n.get_ref() == 0) {
+        errors.push(check.error(n, key("max_tokens"), "must be at least 1"));
+    }
+    let route = route?;
     let fail = raw.fail.as_ref().map(|fail| (fail.get_ref().join(","), fail));
-    let mut drill = Drill::of(route, fail.as_ref().map(|(spec, _)| spec.as_str()), every).map_err(|why| {
-        let at = fail.as_ref().map_or(1, |(_, written)| check.line(written.span().start));
-        ConfigError::Invalid { path: check.label.to_owned(), line: at, key: key("fail"), message: why }
-    })?;
+    let drill = Drill::of(route, fail.as_ref().map(|(spec, _)| spec.as_str()), every.unwrap_or(Duration::ZERO));
+    let drill = match drill {
+        Ok(drill) => Some(drill),
+        Err(why) => {
+            let at = fail.as_ref().map_or(1, |(_, written)| check.line(written.span().start));
+            errors.push(ConfigError::Invalid {
+                path: check.label.to_owned(),
+                line: at,
+                key: key("fail"),
+                message: why,
+            });
+            None
+        }
+    };
     if let Some((_, written)) = &fail {
         for pair in written.get_ref() {
             let provider = pair.split_once('=').map_or("", |(provider, _)| provider.trim());
             if !route.targets.iter().any(|target| target.provider.name == provider) {
                 let message = format!("{provider:?} is not a target of route {:?}", route.model);
-                return Err(check.error(written, key("fail"), message));
+                errors.push(check.error(written, key("fail"), message));
             }
         }
     }
-    if let Some(expect) = &raw.expect
-        && expect.get_ref() != "answered"
-    {
-        let message = format!("unknown expectation {:?}; expected \"answered\"", expect.get_ref());
-        return Err(check.error(expect, key("expect"), message));
+    if errors.len() > before {
+        return None;
     }
+    let mut drill = drill?;
     if let Some(prompt) = &raw.prompt {
-        if prompt.get_ref().trim().is_empty() {
-            return Err(check.error(prompt, key("prompt"), "must not be empty"));
-        }
         drill.prompt.clone_from(prompt.get_ref());
     }
-    match &raw.max_tokens {
-        Some(n) if *n.get_ref() == 0 => return Err(check.error(n, key("max_tokens"), "must be at least 1")),
-        Some(n) => drill.max_tokens = *n.get_ref(),
-        None => {}
+    if let Some(n) = &raw.max_tokens {
+        drill.max_tokens = *n.get_ref();
     }
-    Ok(drill)
+    Some(drill)
 }
 
 /// `30s`, `15m`, `1h`, `1d`, from one second to thirty days.
