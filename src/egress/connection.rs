@@ -8,10 +8,12 @@ use std::io::IoSlice;
 use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker, ready};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWrite};
+// The runtime's clock, so idle timeouts can be tested on paused time.
+use tokio::time::Instant;
 
 use super::body::ResponseBody;
 use super::connect::Io;

@@ -10,7 +10,10 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::thread::{self, ThreadId};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+// The runtime's clock, so idle timeouts can be tested on paused time.
+use tokio::time::Instant;
 
 use super::Origin;
 use super::connection::{Connection, Idle};
@@ -153,5 +156,35 @@ impl Drop for ReaperGuard {
         if let Some(pool) = self.pool.upgrade() {
             pool.reaping.lock().unwrap_or_else(PoisonError::into_inner).remove(&self.owner);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::net::{TcpListener, TcpStream};
+    use tokio_util::either::Either;
+
+    use super::*;
+    use crate::egress::Egress;
+
+    /// A connection to a loopback listener, and the listener's end of it.
+    async fn connection() -> (Connection, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("a port");
+        let client = TcpStream::connect(listener.local_addr().expect("an address")).await.expect("connects");
+        let (server, _) = listener.accept().await.expect("accepts");
+        (Connection::new(Either::Left(client)), server)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_connection_is_reused_until_the_idle_timeout_and_not_after() {
+        let pool = Arc::new(Pool::new(4, Duration::from_secs(60)));
+        let origin = Origin { https: false, host: "127.0.0.1".to_owned(), port: 1, egress: Egress::DIRECT };
+        let (conn, _server) = connection().await;
+        pool.put(origin.clone(), conn);
+        tokio::time::advance(Duration::from_secs(59)).await;
+        let conn = pool.take(&origin).expect("59 s idle: still fresh");
+        pool.put(origin.clone(), conn);
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert!(pool.take(&origin).is_none(), "61 s idle: past the idle timeout");
     }
 }

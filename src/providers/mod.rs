@@ -120,13 +120,8 @@ impl ProviderKind {
         }
     }
 
-    /// The client dialect this kind speaks natively, whose requests it
-    /// takes as sent (for a kind whose models differ, see [`ProviderKind::dialect_for`]).
-    pub fn dialect(self) -> Option<ClientDialect> {
-        self.adapter().dialect()
-    }
-
-    /// The client dialect `model` of this kind speaks natively.
+    /// The client dialect `model` of this kind speaks natively, whose
+    /// requests it takes as sent.
     pub fn dialect_for(self, model: &str) -> Option<ClientDialect> {
         self.adapter_for(model).dialect()
     }
