@@ -35,6 +35,7 @@ const FAULT_HELP: &str = "Fault classes (--fault):
   stray_response         write a second whole response 20 ms after a complete one
   trailing_response      write a second whole response in the same write as the first
   content_filter         refuse before any token, as the provider's content filter does
+  unauthorized           answer 401, as to an expired or revoked token
 
 GET /__requests answers every request received so far, as a JSON array of {path, headers, body, fault}.";
 

@@ -62,6 +62,9 @@ pub enum Fault {
     /// (OpenAI's and Azure's `content_filter`, Anthropic's `refusal`,
     /// Gemini's `SAFETY`): an answer, not a fault, unless the route says so.
     ContentFilter,
+    /// Answer 401, as a provider answers a credential it no longer takes:
+    /// an expired or revoked token.
+    Unauthorized,
 }
 
 impl Fault {
@@ -81,8 +84,8 @@ impl Fault {
     ];
 
     /// Every fault a simulated provider can inject.
-    pub const ALL: [Fault; 25] = {
-        let mut all = [Fault::Refuse; 25];
+    pub const ALL: [Fault; 26] = {
+        let mut all = [Fault::Refuse; 26];
         let mut i = 0;
         while i < all.len() {
             let pre = Self::PRE_COMMIT.len();
@@ -93,7 +96,7 @@ impl Fault {
     };
 
     /// The faults that are not [`Fault::PRE_COMMIT`]'s: mid-stream and misbehaving bytes.
-    const LATER: [Fault; 15] = [
+    const LATER: [Fault; 16] = [
         Fault::MidstreamStall,
         Fault::MidstreamClose,
         Fault::MidstreamMalformed,
@@ -109,6 +112,7 @@ impl Fault {
         Fault::StrayResponse,
         Fault::TrailingResponse,
         Fault::ContentFilter,
+        Fault::Unauthorized,
     ];
 
     /// Whether the fault cuts an answer short after a few tokens.
@@ -147,6 +151,7 @@ impl Fault {
             Fault::StrayResponse => "stray_response",
             Fault::TrailingResponse => "trailing_response",
             Fault::ContentFilter => "content_filter",
+            Fault::Unauthorized => "unauthorized",
         }
     }
 

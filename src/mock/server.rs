@@ -192,6 +192,9 @@ impl Exchange<'_, '_> {
                 self.json_response(429, "Too Many Requests", "mock429 rate limit reached", &header).await
             }
             Some(Fault::NotSse) => self.json_response(200, "OK", "mockjson a whole answer, not a stream", &[]).await,
+            Some(Fault::Unauthorized) => {
+                self.json_response(401, "Unauthorized", "mock401 the credential is expired or revoked", &[]).await
+            }
             Some(Fault::BadRequest) => {
                 self.json_response(400, "Bad Request", "mockbad temperature must be at most 2", &[]).await
             }

@@ -161,4 +161,9 @@ pub trait Credential: Send + Sync {
     /// The secret values it holds or has fetched, to scrub from anything a
     /// provider says back.
     fn secrets(&self) -> Vec<String>;
+
+    /// The provider refused what [`Credential::authorize`] put on a request
+    /// (401): a fetched token is dropped, so the next request gets another
+    /// rather than every request failing until it expires.
+    fn rejected(&self) {}
 }

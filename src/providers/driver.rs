@@ -251,6 +251,13 @@ pub async fn open(
     })?;
     let status = response.status();
     if !status.is_success() {
+        // A credential the provider no longer takes (an expired or revoked
+        // token) is not offered again.
+        if status == http::StatusCode::UNAUTHORIZED
+            && let Some(credential) = &upstream.account.credential
+        {
+            credential.rejected();
+        }
         return Err(Box::pin(error_response(adapter, response)).await);
     }
     if let Some(coding) = response.headers().get(CONTENT_ENCODING)

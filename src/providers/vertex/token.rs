@@ -317,6 +317,12 @@ impl Credential for Tokens {
     fn secrets(&self) -> Vec<String> {
         self.shared.cached().map(|token| token.value.expose().to_owned()).into_iter().collect()
     }
+
+    fn rejected(&self) {
+        if let Ok(mut current) = self.shared.current.lock() {
+            *current = None;
+        }
+    }
 }
 
 #[cfg(test)]
