@@ -1,9 +1,9 @@
-//! DESIGN.md §6 over loopback: a target that cannot honour a field of the
-//! request is skipped before a byte is sent, the client hears a 400 naming
-//! the field and the targets when none can, a route that drops such fields
-//! says which; a tool round trip reaches every kind in its own form; a
-//! provider's 404 fails over without charging its breaker; and a resumed
-//! stream still refuses answers with tool calls.
+//! The capability rule (docs/request-surface.md) over loopback: a target that
+//! cannot honour a field of the request is skipped before a byte is sent, the
+//! client hears a 400 naming the field and the targets when none can, a route
+//! that drops such fields says which; a tool round trip reaches every kind in
+//! its own form; a provider's 404 fails over without charging its breaker; and
+//! a resumed stream still refuses answers with tool calls.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
 

@@ -1,9 +1,9 @@
-//! The Anthropic Messages door (`POST /v1/messages`) and the OpenAI
-//! Responses door (`POST /v1/responses`) over real loopback TCP: DESIGN.md
-//! §3's fault classes with each provider kind as the failing primary,
-//! streamed and whole, answered in the door's own events and body with no
-//! byte of the failed attempt, and a failure after commit ended with the
-//! door's own failure event and never its end of a complete answer.
+//! The Anthropic Messages door (`POST /v1/messages`) and the OpenAI Responses
+//! door (`POST /v1/responses`) over real loopback TCP: the fault classes of
+//! docs/architecture.md with each provider kind as the failing primary,
+//! streamed and whole, answered in the door's own events and body with no byte
+//! of the failed attempt, and a failure after commit ended with the door's own
+//! failure event and never its end of a complete answer.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
 

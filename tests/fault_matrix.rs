@@ -1,8 +1,9 @@
-//! DESIGN.md §3 over real loopback TCP: every fault class, with each provider
-//! kind as the failing primary, streamed and whole. The client must get
-//! exactly the healthy secondary's text, never a byte of the failed attempt,
-//! and in time. Every fault before commit is also run for a request that
-//! offers tools (the secondary answers with a tool call) and one in JSON mode.
+//! The fault classes of docs/architecture.md over real loopback TCP: every
+//! fault class, with each provider kind as the failing primary, streamed and
+//! whole. The client must get exactly the healthy secondary's text, never a
+//! byte of the failed attempt, and in time. Every fault before commit is also
+//! run for a request that offers tools (the secondary answers with a tool call)
+//! and one in JSON mode.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
 

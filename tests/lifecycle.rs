@@ -1,6 +1,6 @@
-//! The `baton` process as operators run it: JSON logs with the DESIGN.md §4
-//! fields and no secrets, a drain on SIGTERM that never cuts a stream
-//! silently, and a reload on SIGHUP.
+//! The `baton` process as operators run it: JSON logs with the fields
+//! docs/operating.md lists and no secrets, a drain on SIGTERM that never cuts a
+//! stream silently, and a reload on SIGHUP.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
 

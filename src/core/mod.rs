@@ -180,7 +180,7 @@ impl Engine {
         let events = match route.on_midstream_failure {
             MidstreamPolicy::Error => events,
             MidstreamPolicy::Resume => {
-                let deadline = rules.deadlines.request.map(|timeout| later(started, timeout));
+                let deadline = rules.deadlines.resume_deadline(started);
                 let engine = self.clone();
                 let from = Continuation { engine, route: Arc::clone(route), rules, budget, call, deadline };
                 resume::resumable(from, &winner, events)

@@ -51,6 +51,12 @@ impl Deadlines {
     pub(super) fn request_deadline(&self, started: Instant) -> Instant {
         later(started, self.request_bound())
     }
+
+    /// The deadline a resume of that request keeps: the route's own
+    /// `request_timeout_ms` only, as a resume unset is bounded per attempt.
+    pub(super) fn resume_deadline(&self, started: Instant) -> Option<Instant> {
+        self.request.map(|timeout| later(started, timeout))
+    }
 }
 
 impl Rules {
