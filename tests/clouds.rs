@@ -40,3 +40,60 @@ fn a_rejected_token_is_fetched_again_for_the_next_request() {
         assert_eq!(authorization, "Bearer ya29.issued");
     });
 }
+
+/// A route over a Bedrock model that is not Claude (Converse) at `bedrock`,
+/// then `spare`.
+fn converse_route(bedrock: &baton::mock::MockHandle, spare: &baton::mock::MockHandle) -> String {
+    let sim = ProviderKind::Bedrock.simulated();
+    format!(
+        "[[providers]]\nname = \"nova\"\nkind = \"bedrock\"\nbase_url = \"{}\"\n{}\n\n\
+         [[providers]]\nname = \"spare\"\nkind = \"openai\"\nbase_url = \"{}\"\n\n\
+         [[routes]]\nmodel = \"chat\"\nfirst_token_timeout_ms = 2000\n\
+         targets = [{{ provider = \"nova\", model = \"amazon.nova-pro-v1:0\" }}, {{ provider = \"spare\", model = \"s\" }}]\n",
+        bedrock.base_url(),
+        sim.config_keys(bedrock.addr()),
+        spare.base_url()
+    )
+}
+
+#[test]
+fn a_model_that_is_not_claude_answers_through_converse_and_its_faults_fail_over() {
+    run(HARD_LIMIT, async {
+        let bedrock = MockProvider::new(ProviderKind::Bedrock).spawned().await;
+        let spare = MockProvider::openai().marker("spare").spawned().await;
+        let proxy = Proxy::start(&converse_route(&bedrock, &spare)).await;
+        for stream in [true, false] {
+            let got = post_chat(&proxy, &chat_body(stream)).await;
+            assert_eq!(got.header("x-baton-provider"), "nova", "{}", got.raw);
+            let text = if stream {
+                got.streamed_text()
+            } else {
+                got.json()["choices"][0]["message"]["content"].as_str().unwrap_or_default().to_owned()
+            };
+            assert_eq!(text, bedrock.provider().expected_text(), "stream {stream}");
+        }
+        let asked = bedrock.requests().pop().expect("asked");
+        assert!(asked.path.ends_with("/model/amazon.nova-pro-v1%3A0/converse-stream"), "{}", asked.path);
+        assert_eq!(asked.body["messages"][0]["content"][0]["text"], "say something");
+
+        let mut body = chat_body(true);
+        body["tools"] = serde_json::json!([{ "type": "function", "function": { "name": "get_weather",
+            "parameters": { "type": "object", "properties": { "city": { "type": "string" } } } } }]);
+        let got = post_chat(&proxy, &body).await;
+        let calls: Vec<String> = got
+            .chunks()
+            .iter()
+            .filter_map(|c| c.pointer("/choices/0/delta/tool_calls/0/function/name")?.as_str().map(str::to_owned))
+            .collect();
+        assert_eq!(calls, ["get_weather"], "{}", got.raw);
+
+        for fault in [Fault::ErrorEvent, Fault::Malformed, Fault::Http429, Fault::ContentFilter] {
+            let failing = MockProvider::new(ProviderKind::Bedrock).fault(fault).marker("leaky").spawned().await;
+            let route = converse_route(&failing, &spare);
+            let proxy = Proxy::start(&format!("{route}fail_over_on_refusal = true\n")).await;
+            let got = post_chat(&proxy, &chat_body(true)).await;
+            assert_eq!(got.header("x-baton-provider"), "spare", "{}: {}", fault.name(), got.raw);
+            assert!(!got.raw.contains("leaky"), "{}: no byte of the failed attempt", fault.name());
+        }
+    });
+}

@@ -58,7 +58,7 @@ pub enum ProviderKind {
     Gemini,
     /// Azure OpenAI: Chat Completions at a deployment's address.
     Azure,
-    /// Amazon Bedrock: Claude's Messages in AWS's event stream, signed.
+    /// Amazon Bedrock: Claude's Messages and other models' Converse, in AWS's event stream, signed.
     Bedrock,
     /// Google Vertex AI: Claude and Gemini in a Google Cloud project, with OAuth tokens.
     Vertex,

@@ -212,3 +212,96 @@ targets = [{{ provider = "vertex", model = "gemini-2.5-flash" }}]
     assert [record["path"].rsplit(":", 1)[-1] for record in chats] == [
         "streamRawPredict", "streamGenerateContent?alt=sse", "streamRawPredict"]
     assert all(record["headers"]["authorization"] == "Bearer ya29.issued" for record in chats)
+
+
+def bedrock_runtime(addr):
+    """boto3's bedrock-runtime client pointed at the simulated Bedrock at `addr`."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client("bedrock-runtime", region_name="us-east-1", endpoint_url=f"http://{addr}",
+                        aws_access_key_id="AKIDTEST", aws_secret_access_key="test-secret",
+                        config=Config(retries={"max_attempts": 1}, read_timeout=20))
+
+
+def test_boto3_streams_claude_from_the_simulated_bedrock(procs):
+    addr = mock(procs, "bedrock")
+    body = {"anthropic_version": "bedrock-2023-05-31", "max_tokens": 64,
+            "messages": [{"role": "user", "content": "hello"}]}
+    answer = bedrock_runtime(addr).invoke_model_with_response_stream(modelId=MODEL, body=json.dumps(body))
+    events = [json.loads(event["chunk"]["bytes"]) for event in answer["body"]]
+    text = "".join(e["delta"]["text"] for e in events if e["type"] == "content_block_delta")
+    assert text == "bedrock0 bedrock1 bedrock2"
+    assert events[-1]["type"] == "message_stop"
+
+
+def test_boto3_converse_streams_another_model_from_the_simulated_bedrock(procs):
+    addr = mock(procs, "bedrock")
+    answer = bedrock_runtime(addr).converse_stream(
+        modelId="amazon.nova-pro-v1:0", messages=[{"role": "user", "content": [{"text": "hello"}]}],
+        inferenceConfig={"maxTokens": 64})
+    events = list(answer["stream"])
+    names = [next(iter(event)) for event in events]
+    assert names[0] == "messageStart" and names[-2:] == ["messageStop", "metadata"], names
+    text = "".join(e["contentBlockDelta"]["delta"]["text"] for e in events if "contentBlockDelta" in e)
+    assert text == "bedrock0 bedrock1 bedrock2"
+    assert events[-1]["metadata"]["usage"]["outputTokens"] == 3
+    [record] = received(addr)
+    assert record["path"] == "/model/amazon.nova-pro-v1%3A0/converse-stream"
+    assert record["headers"]["authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIDTEST/")
+
+
+def test_claude_fails_over_from_anthropic_to_bedrock_to_vertex_with_its_body_unchanged(procs, tmp_path):
+    anthropic_addr = mock(procs, "anthropic", "--fault", "http_429")
+    bedrock_addr = mock(procs, "bedrock", "--fault", "http_429")
+    vertex_addr = mock(procs, "vertex", "--api-key", "ya29.issued")
+    key = vertex_key(vertex_addr, tmp_path)
+    config = f'''
+[[providers]]
+name = "anthropic"
+kind = "anthropic"
+base_url = "http://{anthropic_addr}"
+
+[[providers]]
+name = "bedrock"
+kind = "bedrock"
+region = "us-east-1"
+base_url = "http://{bedrock_addr}"
+aws_access_key_id = "AKIDCONFIG"
+aws_secret_access_key = "config-secret"
+
+[[providers]]
+name = "vertex"
+kind = "vertex"
+project = "p"
+region = "us-east5"
+base_url = "http://{vertex_addr}"
+credentials_file = "{key}"
+
+[[routes]]
+model = "claude"
+max_retry_wait_ms = 0
+targets = [
+  {{ provider = "anthropic", model = "claude-sonnet-4-5" }},
+  {{ provider = "bedrock", model = "{MODEL}" }},
+  {{ provider = "vertex", model = "claude-sonnet-4-5@20250929" }},
+]
+'''
+    proxy = serve(procs, config)
+    client = anthropic.Anthropic(base_url=f"http://{proxy}", api_key="unused", max_retries=0, timeout=20)
+    system = [{"type": "text", "text": "be brief", "cache_control": {"type": "ephemeral"}}]
+    thinking = {"type": "enabled", "budget_tokens": 1024}
+    response = client.messages.with_raw_response.create(
+        model="claude", max_tokens=2048, system=system, thinking=thinking,
+        messages=[{"role": "user", "content": "hello"}], extra_headers={"anthropic-beta": "context-1m-2025-08-07"})
+    assert response.headers["x-baton-provider"] == "vertex"
+    assert response.headers["x-baton-attempts"] == "3"
+    message = response.parse()
+    assert "".join(block.text for block in message.content if block.type == "text") == "vertex0 vertex1 vertex2"
+    for addr in (bedrock_addr, vertex_addr):
+        body = [r for r in received(addr) if r["path"] != "/token"][-1]["body"]
+        assert body["system"] == system and body["thinking"] == thinking, body
+        assert body["messages"] == [{"role": "user", "content": "hello"}]
+    assert received(bedrock_addr)[-1]["body"]["anthropic_beta"] == ["context-1m-2025-08-07"]
+    vertex_chat = [r for r in received(vertex_addr) if r["path"] != "/token"][-1]
+    assert vertex_chat["headers"]["anthropic-beta"] == "context-1m-2025-08-07"

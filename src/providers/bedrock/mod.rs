@@ -5,8 +5,10 @@
 //! Messages client reaches Claude on Bedrock on the same-dialect path. The
 //! answer is AWS's event stream ([`frames`]), whose chunks are Anthropic's
 //! events, read by the Anthropic decoder. Requests are signed with SigV4
-//! ([`sign`]) or carry a Bedrock API key as a bearer token.
+//! ([`sign`]) or carry a Bedrock API key as a bearer token. Every other
+//! model speaks Bedrock's Converse API ([`converse`]).
 
+mod converse;
 mod frames;
 mod sign;
 mod simulated;
@@ -111,17 +113,17 @@ impl Adapter for Bedrock {
         frames::events(body, max_event_bytes)
     }
 
-    /// Only Claude is reached through the Messages body; other models
-    /// speak Bedrock's Converse API.
+    /// Claude is reached through the Messages body; every other model
+    /// through Bedrock's Converse API.
+    fn for_model(&self, model: &str) -> Option<&'static dyn Adapter> {
+        (!is_claude(model)).then_some(&converse::Converse as &'static dyn Adapter)
+    }
+
     fn check_model(&self, model: &str) -> Result<(), String> {
-        if is_claude(model) {
-            Ok(())
-        } else {
-            Err(format!(
-                "{model:?} is not an Anthropic Claude model id (anthropic.… or a profile such as us.anthropic.…); \
-                 baton reaches Claude on Bedrock, and other Bedrock models not yet"
-            ))
+        if model.trim().is_empty() || model.len() > 2048 {
+            return Err("a Bedrock model id, inference profile or ARN is 1 to 2,048 characters".to_owned());
         }
+        Ok(())
     }
 
     fn is_context_length(&self, message: &str) -> bool {

@@ -13,13 +13,21 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use crate::providers::anthropic::simulated::SimulatedAnthropic;
-use crate::providers::simulate::{Asked, Ending, Simulated, WireEvent};
+use crate::providers::simulate::{
+    Asked, Call, Counts, Ending, Offered, PROMPT_TOKENS, Simulated, WireEvent, array_at, pick, str_at,
+};
 
 /// A simulated Bedrock runtime serving Claude.
 pub struct SimulatedBedrock;
 
 /// The path's end for a streamed Messages request.
 const INVOKE: &str = "/invoke-with-response-stream";
+
+/// The path's end for a streamed Converse request.
+const CONVERSE: &str = "/converse-stream";
+
+/// A simulated Bedrock serving a model other than Claude, through Converse.
+pub struct SimulatedConverse;
 
 /// A message of `headers` and `payload`, framed.
 fn frame(headers: &[(&'static str, &str)], payload: &[u8]) -> WireEvent {
@@ -95,7 +103,14 @@ impl Simulated for SimulatedBedrock {
     }
 
     fn is_chat_path(&self, path: &str) -> bool {
-        path.starts_with("/model/") && path.ends_with(INVOKE) && !model_in(path).is_empty()
+        path.starts_with("/model/")
+            && (path.ends_with(INVOKE) || path.ends_with(CONVERSE))
+            && !model_in(path).is_empty()
+    }
+
+    fn for_model(&self, model: &str) -> Option<&'static dyn Simulated> {
+        let claude = model.rsplit('/').next().unwrap_or(model).split('.').take(2).any(|part| part == "anthropic");
+        (!claude).then_some(&SimulatedConverse as &'static dyn Simulated)
     }
 
     fn auth_header(&self, key: &str) -> (&'static str, String) {
@@ -178,5 +193,173 @@ impl Simulated for SimulatedBedrock {
 
     fn overflowing_finish(&self, model: &str) -> Vec<WireEvent> {
         chunks(SimulatedAnthropic.overflowing_finish(model))
+    }
+}
+
+/// A Converse event `name` of `payload`, with Bedrock's padding.
+fn converse(name: &str, mut payload: Value) -> WireEvent {
+    payload["p"] = json!("abcdefgh");
+    let headers = [(":event-type", name), (":content-type", "application/json"), (":message-type", "event")];
+    frame(&headers, payload.to_string().as_bytes())
+}
+
+/// A tool call in content block `block`: opened, its input a fragment a delta, closed.
+fn converse_call(block: usize, call: &Call<'_>) -> Vec<WireEvent> {
+    let mut events = vec![converse(
+        "contentBlockStart",
+        json!({ "contentBlockIndex": block, "start": { "toolUse": { "toolUseId": call.id, "name": call.name } } }),
+    )];
+    events.extend(call.arguments.iter().map(|fragment| {
+        converse(
+            "contentBlockDelta",
+            json!({ "contentBlockIndex": block, "delta": { "toolUse": { "input": fragment } } }),
+        )
+    }));
+    events.push(converse("contentBlockStop", json!({ "contentBlockIndex": block })));
+    events
+}
+
+/// The end of a Converse answer: why it stopped, then its usage.
+fn converse_end(stop_reason: &str, output: u64) -> Vec<WireEvent> {
+    let prompt = PROMPT_TOKENS as u64;
+    vec![
+        converse("messageStop", json!({ "stopReason": stop_reason })),
+        converse(
+            "metadata",
+            json!({ "usage": { "inputTokens": prompt, "outputTokens": output, "totalTokens": prompt.saturating_add(output) },
+                "metrics": { "latencyMs": 1 } }),
+        ),
+    ]
+}
+
+impl Simulated for SimulatedConverse {
+    fn base_url(&self, addr: SocketAddr) -> String {
+        SimulatedBedrock.base_url(addr)
+    }
+
+    fn is_chat_path(&self, path: &str) -> bool {
+        SimulatedBedrock.is_chat_path(path)
+    }
+
+    fn auth_header(&self, key: &str) -> (&'static str, String) {
+        SimulatedBedrock.auth_header(key)
+    }
+
+    fn model(&self, path: &str, body: &Value) -> String {
+        SimulatedBedrock.model(path, body)
+    }
+
+    fn call_id_prefix(&self) -> &'static str {
+        "tooluse_mock"
+    }
+
+    /// Tools from `toolConfig`, results from the last user turn's
+    /// `toolResult` blocks, images as `image` blocks; Converse asks no JSON.
+    fn asked(&self, body: &Value) -> Asked {
+        let choice = str_at(body, "/toolConfig/toolChoice/tool/name");
+        let specs = array_at(body, "/toolConfig/tools").iter().filter_map(|tool| tool.get("toolSpec"));
+        let tool: Option<Offered> = pick(specs, choice, "/name", &["/inputSchema/json"]);
+        let last = array_at(body, "/messages").last().filter(|turn| str_at(turn, "/role") == Some("user"));
+        let results = last.map_or(&[][..], |turn| array_at(turn, "/content"));
+        let tool_results = results
+            .iter()
+            .filter_map(|block| block.get("toolResult"))
+            .map(|result| array_at(result, "/content").iter().filter_map(|c| str_at(c, "/text")).collect())
+            .collect();
+        let images = array_at(body, "/messages")
+            .iter()
+            .map(|turn| array_at(turn, "/content").iter().filter(|block| block.get("image").is_some()).count())
+            .sum();
+        Asked { tool, tool_results, json: None, images }
+    }
+
+    fn content_type(&self) -> &'static str {
+        SimulatedBedrock.content_type()
+    }
+
+    fn opening(&self, _model: &str, _thinking: bool, _cached: usize) -> Vec<WireEvent> {
+        vec![converse("messageStart", json!({ "role": "assistant" }))]
+    }
+
+    fn reasoning(&self, _model: &str, text: &str) -> WireEvent {
+        converse(
+            "contentBlockDelta",
+            json!({ "contentBlockIndex": 0, "delta": { "reasoningContent": { "text": text } } }),
+        )
+    }
+
+    fn end_of_reasoning(&self) -> Vec<WireEvent> {
+        vec![
+            converse(
+                "contentBlockDelta",
+                json!({ "contentBlockIndex": 0, "delta": { "reasoningContent": { "signature": "c2lnbmF0dXJl" } } }),
+            ),
+            converse("contentBlockStop", json!({ "contentBlockIndex": 0 })),
+        ]
+    }
+
+    fn text_in(&self, _model: &str, block: usize, text: &str) -> WireEvent {
+        converse("contentBlockDelta", json!({ "contentBlockIndex": block, "delta": { "text": text } }))
+    }
+
+    fn tool_call(&self, _model: &str) -> Vec<WireEvent> {
+        let arguments = ["{\"city\": \"Paris\"}".to_owned()];
+        converse_call(1, &Call { id: "tooluse_mock", name: "get_weather", arguments: &arguments })
+    }
+
+    fn ending(&self, _model: &str, end: &Ending<'_>) -> Vec<WireEvent> {
+        let Counts { output, reasoning, .. } = end.counts;
+        let mut events = vec![converse("contentBlockStop", json!({ "contentBlockIndex": end.text_block }))];
+        if let Some(call) = end.call {
+            events.extend(converse_call(end.text_block + 1, &call));
+        }
+        let reason = if end.call.is_some() { "tool_use" } else { "end_turn" };
+        events.extend(converse_end(reason, (output + reasoning) as u64));
+        events
+    }
+
+    fn refusal(&self, _model: &str) -> Vec<WireEvent> {
+        converse_end("guardrail_intervened", 0)
+    }
+
+    fn error_event(&self) -> WireEvent {
+        SimulatedBedrock.error_event()
+    }
+
+    fn malformed(&self) -> WireEvent {
+        let mut frame = converse("contentBlockDelta", json!({ "contentBlockIndex": 0, "delta": { "text": "broken" } }));
+        if let Some(last) = frame.last_mut() {
+            *last ^= 0xFF;
+        }
+        frame
+    }
+
+    fn error_body(&self, status: u16, message: &str) -> String {
+        SimulatedBedrock.error_body(status, message)
+    }
+
+    fn context_length_message(&self) -> &'static str {
+        SimulatedBedrock.context_length_message()
+    }
+
+    fn huge_line(&self, padding: &str) -> WireEvent {
+        let mut payload = json!({ "role": "assistant" });
+        payload["padding"] = json!(padding);
+        let headers =
+            [(":event-type", "messageStart"), (":content-type", "application/json"), (":message-type", "event")];
+        frame(&headers, payload.to_string().as_bytes())
+    }
+
+    fn wrong_types(&self) -> WireEvent {
+        converse("contentBlockDelta", json!({ "contentBlockIndex": "0", "delta": { "text": 42 } }))
+    }
+
+    fn overflowing_finish(&self, _model: &str) -> Vec<WireEvent> {
+        let max = u64::MAX;
+        vec![
+            converse("contentBlockStop", json!({ "contentBlockIndex": 0 })),
+            converse("messageStop", json!({ "stopReason": "end_turn" })),
+            converse("metadata", json!({ "usage": { "inputTokens": max, "outputTokens": max, "totalTokens": max } })),
+        ]
     }
 }

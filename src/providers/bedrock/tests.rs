@@ -78,17 +78,62 @@ fn a_missing_or_half_credential_or_region_is_refused_by_name() {
 }
 
 #[test]
-fn only_claude_models_are_taken() {
+fn claude_speaks_messages_and_every_other_model_converse() {
     for model in [
         "anthropic.claude-sonnet-4-5-20250929-v1:0",
         "us.anthropic.claude-sonnet-4-5-20250929-v1:0",
         "arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.anthropic.claude-3-haiku-20240307-v1:0",
     ] {
         assert_eq!(Bedrock.check_model(model), Ok(()), "{model}");
+        assert!(Bedrock.for_model(model).is_none(), "{model}: the Messages body");
     }
-    for model in ["amazon.nova-pro-v1:0", "meta.llama3-70b-instruct-v1:0", "claude-sonnet-4-5"] {
-        assert!(Bedrock.check_model(model).is_err(), "{model}");
+    for model in ["amazon.nova-pro-v1:0", "meta.llama3-70b-instruct-v1:0", "mistral.mistral-large-2407-v1:0"] {
+        assert_eq!(Bedrock.check_model(model), Ok(()), "{model}");
+        assert!(Bedrock.for_model(model).is_some(), "{model}: Converse");
     }
+    assert!(Bedrock.check_model(" ").is_err());
+}
+
+#[test]
+fn converse_gets_bedrock_s_own_body() {
+    let account = Account::new("https://bedrock-runtime.us-east-1.amazonaws.com".to_owned());
+    let req = crate::providers::samples::parsed(json!({ "max_tokens": 64, "temperature": 0.2, "stop": ["END"],
+        "tools": [{ "type": "function", "function": { "name": "get_weather", "description": "Weather",
+            "parameters": { "type": "object", "properties": { "city": { "type": "string" } } } } }],
+        "tool_choice": "required",
+        "messages": [
+            { "role": "system", "content": "be brief" },
+            { "role": "user", "content": "weather in Paris?" },
+            { "role": "assistant", "content": null, "tool_calls": [{ "id": "call_1", "type": "function",
+                "function": { "name": "get_weather", "arguments": "{\"city\":\"Paris\"}" } }] },
+            { "role": "tool", "tool_call_id": "call_1", "content": "18C" },
+            { "role": "user", "content": "and tomorrow?" } ] }));
+    let converse = ProviderKind::Bedrock.adapter_for("amazon.nova-pro-v1:0");
+    assert_eq!(converse.unsupported(&req), Vec::new());
+    let request =
+        converse.request(upstream(&account, "amazon.nova-pro-v1:0"), &req).unwrap_or_else(|err| panic!("{err}"));
+    assert_eq!(
+        request.uri(),
+        "https://bedrock-runtime.us-east-1.amazonaws.com/model/amazon.nova-pro-v1%3A0/converse-stream"
+    );
+    let sent: Value = serde_json::from_slice(request.body()).unwrap_or_default();
+    let expected = json!({
+        "messages": [
+            { "role": "user", "content": [{ "text": "weather in Paris?" }] },
+            { "role": "assistant", "content": [{ "toolUse": { "toolUseId": "call_1", "name": "get_weather",
+                "input": { "city": "Paris" } } }] },
+            { "role": "user", "content": [
+                { "toolResult": { "toolUseId": "call_1", "content": [{ "text": "18C" }], "status": "success" } },
+                { "text": "and tomorrow?" } ] } ],
+        "system": [{ "text": "be brief" }],
+        "inferenceConfig": { "maxTokens": 64, "temperature": 0.2, "stopSequences": ["END"] },
+        "toolConfig": { "tools": [{ "toolSpec": { "name": "get_weather", "description": "Weather",
+            "inputSchema": { "json": { "type": "object", "properties": { "city": { "type": "string" } } } } } }],
+            "toolChoice": { "any": {} } } });
+    assert_eq!(sent, expected);
+    let asking = crate::providers::samples::asking(json!({ "response_format": { "type": "json_object" }, "top_k": 5 }));
+    let refused: Vec<String> = converse.unsupported(&asking).iter().map(ToString::to_string).collect();
+    assert!(refused.iter().any(|field| field.contains("response_format")), "{refused:?}");
 }
 
 fn upstream<'a>(account: &'a Account, model: &'a str) -> Upstream<'a> {
