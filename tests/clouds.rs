@@ -97,3 +97,36 @@ fn a_model_that_is_not_claude_answers_through_converse_and_its_faults_fail_over(
         }
     });
 }
+
+/// A route over the simulated Bedrock at `bedrock` alone, signing with
+/// `AKIDTEST` and `secret`.
+fn signed_route(bedrock: &baton::mock::MockHandle, secret: &str) -> String {
+    format!(
+        "[[providers]]\nname = \"bedrock\"\nkind = \"bedrock\"\nregion = \"eu-west-3\"\nbase_url = \"{}\"\n\
+         aws_access_key_id = \"AKIDTEST\"\naws_secret_access_key = \"{secret}\"\naws_session_token = \"session-1\"\n\n\
+         [[routes]]\nmodel = \"chat\"\ntargets = [{{ provider = \"bedrock\", model = \"anthropic.claude-x-v1:0\" }}, \
+         {{ provider = \"bedrock\", model = \"amazon.nova-pro-v1:0\" }}]\n",
+        bedrock.base_url()
+    )
+}
+
+#[test]
+fn the_simulated_bedrock_recomputes_each_signature_and_refuses_a_wrong_one() {
+    run(HARD_LIMIT, async {
+        let bedrock = MockProvider::new(ProviderKind::Bedrock).api_key("AKIDTEST:test-secret").spawned().await;
+        let proxy = Proxy::start(&signed_route(&bedrock, "test-secret")).await;
+        let got = post_chat(&proxy, &chat_body(true)).await;
+        assert_eq!(got.status, 200, "a signature by the right secret is taken: {}", got.raw);
+        let sent = bedrock.requests().pop().expect("asked");
+        assert!(sent.headers["authorization"].contains("SignedHeaders="), "{:?}", sent.headers);
+        assert_eq!(sent.headers["x-amz-security-token"], "session-1");
+
+        let wrong = MockProvider::new(ProviderKind::Bedrock).api_key("AKIDTEST:test-secret").spawned().await;
+        let proxy = Proxy::start(&signed_route(&wrong, "not-the-secret")).await;
+        let got = post_chat(&proxy, &chat_body(false)).await;
+        assert_eq!(got.status, 502, "{}", got.raw);
+        assert!(got.raw.contains("http_auth"), "both the Invoke and the Converse target refused: {}", got.raw);
+        assert_eq!(wrong.requests().len(), 2);
+        assert!(!got.raw.contains("not-the-secret"), "the secret never reaches the client");
+    });
+}

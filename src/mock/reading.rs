@@ -11,8 +11,9 @@ use super::RecordedRequest;
 /// The largest request read; a larger one closes the connection.
 const MAX_REQUEST_BYTES: usize = 16 * 1024 * 1024;
 
-/// Reads one request; `None` when the client closed the connection or sent garbage.
-pub(super) async fn read_request(socket: &mut TcpStream, buffer: &mut Vec<u8>) -> Option<RecordedRequest> {
+/// Reads one request, and its body's bytes as sent; `None` when the client
+/// closed the connection or sent garbage.
+pub(super) async fn read_request(socket: &mut TcpStream, buffer: &mut Vec<u8>) -> Option<(RecordedRequest, Vec<u8>)> {
     loop {
         let mut headers = [httparse::EMPTY_HEADER; 64];
         let mut parsed = httparse::Request::new(&mut headers);
@@ -31,14 +32,14 @@ pub(super) async fn read_request(socket: &mut TcpStream, buffer: &mut Vec<u8>) -
                 read_more(socket, buffer).await?;
             }
             // A body that is not JSON (a form) is kept as its text.
-            let raw = &buffer[head_len..head_len + body_len];
-            let body = match serde_json::from_slice(raw) {
+            let raw = buffer[head_len..head_len + body_len].to_vec();
+            let body = match serde_json::from_slice(&raw) {
                 Ok(body) => body,
                 Err(_) if raw.is_empty() => serde_json::Value::Null,
-                Err(_) => serde_json::Value::String(String::from_utf8_lossy(raw).into_owned()),
+                Err(_) => serde_json::Value::String(String::from_utf8_lossy(&raw).into_owned()),
             };
             buffer.drain(..head_len + body_len);
-            return Some(RecordedRequest { path, headers, body, fault: None });
+            return Some((RecordedRequest { path, headers, body, fault: None }, raw));
         }
         if buffer.len() > MAX_REQUEST_BYTES {
             return None;

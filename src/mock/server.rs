@@ -57,7 +57,7 @@ pub(super) async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
 async fn connection(mut socket: TcpStream, shared: Arc<Shared>) {
     let mut buffer = Vec::new();
     loop {
-        let Some(request) = read_request(&mut socket, &mut buffer).await else { return };
+        let Some((request, raw_body)) = read_request(&mut socket, &mut buffer).await else { return };
         if request.path == RECORDS_PATH {
             if write_records(&mut socket, &shared).await.is_err() {
                 return;
@@ -82,7 +82,7 @@ async fn connection(mut socket: TcpStream, shared: Arc<Shared>) {
             fault
         };
         let (mut reader, mut writer) = socket.split();
-        let exchange = Exchange { shared: &shared, request: &request, writer: &mut writer };
+        let exchange = Exchange { shared: &shared, request: &request, raw_body: &raw_body, writer: &mut writer };
         match exchange.respond(fault, &mut reader).await {
             Ok(Next::KeepAlive) if fault == Some(Fault::StrayResponse) => {
                 match misbehave::write_stray(socket, stray(&shared.provider, &request, "stray")).await {
@@ -142,6 +142,8 @@ fn record(provider: &MockProvider, request: &RecordedRequest, fault: Option<Faul
 struct Exchange<'a, 'w> {
     shared: &'a Shared,
     request: &'a RecordedRequest,
+    /// The request's body as sent, for a signature over it.
+    raw_body: &'a [u8],
     writer: &'a mut WriteHalf<'w>,
 }
 
@@ -155,11 +157,10 @@ impl Exchange<'_, '_> {
             let message = format!("no route for {}", self.request.path);
             return self.json_response(404, "Not Found", &message, &[]).await;
         }
-        if let Some(key) = &provider.api_key {
-            let (name, expected) = sim.auth_header(key);
-            if self.request.headers.get(name) != Some(&expected) {
-                return self.json_response(401, "Unauthorized", "invalid api key", &[]).await;
-            }
+        if let Some(key) = &provider.api_key
+            && !sim.authorized(key, &self.request.path, &self.request.headers, self.raw_body)
+        {
+            return self.json_response(401, "Unauthorized", "invalid api key", &[]).await;
         }
         if counts {
             let body = sim.token_count(&self.request.body);

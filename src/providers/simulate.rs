@@ -4,6 +4,7 @@
 //! it. Each kind's folder implements [`Simulated`]; `crate::mock` drives it
 //! with faults and timing and knows no kind by name.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 
 use serde_json::Value;
@@ -131,6 +132,15 @@ pub trait Simulated: Send + Sync {
 
     /// The header that carries `key`, and the value it must hold.
     fn auth_header(&self, key: &str) -> (&'static str, String);
+
+    /// Whether a request to `path` with `headers` (names lowercased) and
+    /// `body` proves `key`, the credential the simulated provider requires:
+    /// its header holds it, or (Bedrock) its signature is the key's.
+    fn authorized(&self, key: &str, path: &str, headers: &HashMap<String, String>, body: &[u8]) -> bool {
+        let _ = (path, body);
+        let (name, expected) = self.auth_header(key);
+        headers.get(name) == Some(&expected)
+    }
 
     /// The model a request asks for: in its path or in its body.
     fn model(&self, path: &str, body: &Value) -> String {

@@ -4,7 +4,9 @@
 //! Bedrock's `{"message": …}` shape. Frames are written by
 //! `aws-smithy-eventstream`, CRCs and all.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use aws_smithy_eventstream::frame::write_message_to;
 use aws_smithy_types::event_stream::{Header, HeaderValue, Message};
@@ -115,6 +117,19 @@ impl Simulated for SimulatedBedrock {
 
     fn auth_header(&self, key: &str) -> (&'static str, String) {
         ("authorization", format!("Bearer {key}"))
+    }
+
+    /// A Bedrock API key as a bearer token, or, for a `key` written
+    /// `ACCESS_KEY_ID:SECRET`, a SigV4 signature recomputed here from the
+    /// request as it arrived and compared whole.
+    fn authorized(&self, key: &str, path: &str, headers: &HashMap<String, String>, body: &[u8]) -> bool {
+        let given = headers.get("authorization").map(String::as_str).unwrap_or_default();
+        match key.split_once(':') {
+            Some((id, secret)) if given.starts_with("AWS4-HMAC-SHA256 ") => {
+                resigned(id, secret, path, headers, body).is_some_and(|expected| expected == given)
+            }
+            _ => given == format!("Bearer {key}"),
+        }
     }
 
     fn model(&self, path: &str, _body: &Value) -> String {
@@ -245,6 +260,10 @@ impl Simulated for SimulatedConverse {
         SimulatedBedrock.auth_header(key)
     }
 
+    fn authorized(&self, key: &str, path: &str, headers: &HashMap<String, String>, body: &[u8]) -> bool {
+        SimulatedBedrock.authorized(key, path, headers, body)
+    }
+
     fn model(&self, path: &str, body: &Value) -> String {
         SimulatedBedrock.model(path, body)
     }
@@ -361,5 +380,61 @@ impl Simulated for SimulatedConverse {
             converse("messageStop", json!({ "stopReason": "end_turn" })),
             converse("metadata", json!({ "usage": { "inputTokens": max, "outputTokens": max, "totalTokens": max } })),
         ]
+    }
+}
+
+/// The `authorization` the request at `path` should carry when signed with
+/// `id` and `secret` for the region, time, headers and session token it
+/// names: the same request signed again by the same signer.
+fn resigned(id: &str, secret: &str, path: &str, headers: &HashMap<String, String>, body: &[u8]) -> Option<String> {
+    let given = headers.get("authorization")?;
+    let scope = given.split("Credential=").nth(1)?.split(',').next()?;
+    let region = scope.split('/').nth(2)?;
+    let signed = given.split("SignedHeaders=").nth(1)?.split(',').next()?;
+    let time = amz_date(headers.get("x-amz-date")?)?;
+    let mut request = http::Request::new(bytes::Bytes::copy_from_slice(body));
+    *request.method_mut() = http::Method::POST;
+    *request.uri_mut() = format!("http://{}{path}", headers.get("host")?).parse().ok()?;
+    // The signer adds the host, the date and the token itself.
+    for name in signed.split(';').filter(|name| !matches!(*name, "host" | "x-amz-date" | "x-amz-security-token")) {
+        let value = http::HeaderValue::from_str(headers.get(name)?).ok()?;
+        request.headers_mut().insert(http::HeaderName::from_bytes(name.as_bytes()).ok()?, value);
+    }
+    let signer = super::sign::SigV4 {
+        access_key_id: crate::secret::Secret::new(id),
+        secret_access_key: crate::secret::Secret::new(secret),
+        session_token: headers.get("x-amz-security-token").map(crate::secret::Secret::new),
+        region: region.to_owned(),
+        source: "the simulated Bedrock",
+    };
+    signer.sign_at(&mut request, time).ok()?;
+    request.headers().get("authorization")?.to_str().ok().map(str::to_owned)
+}
+
+/// `x-amz-date` (`20150830T123600Z`) as a time.
+fn amz_date(text: &str) -> Option<SystemTime> {
+    let digits = |range: std::ops::Range<usize>| text.get(range)?.parse::<i64>().ok();
+    let (year, month, day) = (digits(0..4)?, digits(4..6)?, digits(6..8)?);
+    let (hour, minute, second) = (digits(9..11)?, digits(11..13)?, digits(13..15)?);
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let year_of_era = y - era * 400;
+    let day_of_year = (153 * (month + if month > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    let days = era * 146_097 + day_of_era - 719_468;
+    let seconds = days * 86_400 + hour * 3600 + minute * 60 + second;
+    Some(UNIX_EPOCH + Duration::from_secs(u64::try_from(seconds).ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_amz_date_is_its_time() {
+        assert_eq!(amz_date("20150830T123600Z"), Some(UNIX_EPOCH + Duration::from_secs(1_440_938_160)));
+        assert_eq!(amz_date("20240229T000001Z"), Some(UNIX_EPOCH + Duration::from_secs(1_709_164_801)));
+        assert_eq!(amz_date("2015-08-30"), None);
     }
 }
