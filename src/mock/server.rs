@@ -150,8 +150,7 @@ struct Exchange<'a, 'w> {
 impl Exchange<'_, '_> {
     async fn respond(mut self, fault: Option<Fault>, reader: &mut ReadHalf<'_>) -> std::io::Result<Next> {
         let provider = &self.shared.provider;
-        let kind = provider.kind.simulated();
-        let sim = kind.for_model(&model_of(provider, self.request)).unwrap_or(kind);
+        let sim = wire::of_request(provider.kind, self.request);
         let counts = sim.is_count_path(&self.request.path);
         if !sim.is_chat_path(&self.request.path) && !counts {
             let message = format!("no route for {}", self.request.path);
@@ -218,9 +217,7 @@ impl Exchange<'_, '_> {
         message: &str,
         extra: &[(&str, &str)],
     ) -> std::io::Result<Next> {
-        let model = model_of(&self.shared.provider, self.request);
-        let kind = self.shared.provider.kind.simulated();
-        let body = kind.for_model(&model).unwrap_or(kind).error_body(status, message);
+        let body = wire::of_request(self.shared.provider.kind, self.request).error_body(status, message);
         let mut head = format!(
             "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n",
             body.len()
@@ -237,8 +234,7 @@ impl Exchange<'_, '_> {
     async fn stream(&mut self, fault: Option<Fault>, reader: &mut ReadHalf<'_>) -> std::io::Result<Next> {
         let provider = &self.shared.provider;
         let model = model_of(provider, self.request);
-        let kind = provider.kind.simulated();
-        let sim = kind.for_model(&model).unwrap_or(kind);
+        let sim = wire::of_model(provider.kind, &model);
         let head = format!(
             "HTTP/1.1 200 OK\r\ncontent-type: {}\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n",
             sim.content_type()

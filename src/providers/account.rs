@@ -46,6 +46,29 @@ pub struct Settings<'a> {
     pub secrets_optional: bool,
 }
 
+#[cfg(test)]
+impl<'a> Settings<'a> {
+    /// An entry of `kind` with nothing set but what `env` holds: what a
+    /// kind's tests amend.
+    pub(super) fn bare(kind: ProviderKind, env: &'a dyn Fn(&str) -> Option<String>) -> Self {
+        Settings {
+            kind,
+            base_url: None,
+            api_key: None,
+            region: None,
+            project: None,
+            api_version: None,
+            credentials_file: None,
+            credentials: None,
+            aws_access_key_id: None,
+            aws_secret_access_key: None,
+            aws_session_token: None,
+            env,
+            secrets_optional: false,
+        }
+    }
+}
+
 /// Why a kind cannot take its settings: the key at fault and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {

@@ -10,7 +10,7 @@ mod simulated;
 use bytes::Bytes;
 use http::HeaderName;
 
-use super::openai::{chat_decoder, chat_request, chat_unsupported};
+use super::openai::{chat_decoder, chat_request, chat_unsupported, is_too_long};
 use super::simulate::Simulated;
 use super::{Account, Adapter, Decoder, ProviderError, Refusal, Settings, Upstream};
 use crate::request::{ChatRequest, Field};
@@ -69,7 +69,7 @@ impl Adapter for Azure {
     }
 
     fn is_context_length(&self, message: &str) -> bool {
-        message.contains("context length") || message.contains("context_length_exceeded")
+        is_too_long(message)
     }
 
     fn unsupported(&self, req: &ChatRequest) -> Vec<Field> {

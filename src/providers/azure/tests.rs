@@ -1,7 +1,4 @@
-use std::path::Path;
-
 use super::*;
-use crate::secret::Secret;
 
 fn settings<'a>(
     base_url: Option<&'a str>,
@@ -9,21 +6,7 @@ fn settings<'a>(
     region: Option<&'a str>,
     env: &'a dyn Fn(&str) -> Option<String>,
 ) -> Settings<'a> {
-    Settings {
-        kind: crate::providers::ProviderKind::Azure,
-        base_url,
-        api_key: None,
-        region,
-        project: None,
-        api_version,
-        credentials_file: None::<&Path>,
-        credentials: None,
-        aws_access_key_id: None::<&Secret>,
-        aws_secret_access_key: None,
-        aws_session_token: None,
-        env,
-        secrets_optional: false,
-    }
+    Settings { base_url, api_version, region, ..Settings::bare(crate::providers::ProviderKind::Azure, env) }
 }
 
 fn no_env(_: &str) -> Option<String> {

@@ -111,8 +111,7 @@ impl Simulated for SimulatedBedrock {
     }
 
     fn for_model(&self, model: &str) -> Option<&'static dyn Simulated> {
-        let claude = model.rsplit('/').next().unwrap_or(model).split('.').take(2).any(|part| part == "anthropic");
-        (!claude).then_some(&SimulatedConverse as &'static dyn Simulated)
+        (!super::is_claude(model)).then_some(&SimulatedConverse as &'static dyn Simulated)
     }
 
     fn auth_header(&self, key: &str) -> (&'static str, String) {

@@ -1,5 +1,3 @@
-use std::path::Path;
-
 use serde_json::{Value, json};
 
 use super::*;
@@ -14,19 +12,11 @@ fn settings<'a>(
     env: &'a dyn Fn(&str) -> Option<String>,
 ) -> Settings<'a> {
     Settings {
-        kind: ProviderKind::Bedrock,
-        base_url: None,
         api_key,
         region,
-        project: None,
-        api_version: None,
-        credentials_file: None::<&Path>,
-        credentials: None,
         aws_access_key_id: keys.0,
         aws_secret_access_key: keys.1,
-        aws_session_token: None,
-        env,
-        secrets_optional: false,
+        ..Settings::bare(ProviderKind::Bedrock, env)
     }
 }
 

@@ -41,7 +41,7 @@ impl Adapter for OpenAi {
     }
 
     fn is_context_length(&self, message: &str) -> bool {
-        message.contains("context length") || message.contains("context_length_exceeded")
+        is_too_long(message)
     }
 
     /// A Chat Completions request goes through whole, but what the answer
@@ -68,6 +68,11 @@ pub(super) fn chat_request(
         Some(native) => driver::post_native(url, headers, native, &native_settings(model)),
         None => driver::post_json(url, headers, &body(model, req)),
     }
+}
+
+/// Whether a Chat Completions server's words say the prompt is too long.
+pub(super) fn is_too_long(message: &str) -> bool {
+    message.contains("context length") || message.contains("context_length_exceeded")
 }
 
 /// A fresh decoder of a Chat Completions stream.

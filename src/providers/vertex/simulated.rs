@@ -117,7 +117,7 @@ impl Simulated for SimulatedVertex {
     }
 
     fn for_model(&self, model: &str) -> Option<&'static dyn Simulated> {
-        model.starts_with("claude").then_some(&SimulatedVertexClaude as &'static dyn Simulated)
+        super::is_claude(model).then_some(&SimulatedVertexClaude as &'static dyn Simulated)
     }
 
     fn side_answer(&self, path: &str, body: &Value, key: Option<&str>) -> Option<(u16, String)> {

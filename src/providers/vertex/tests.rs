@@ -13,19 +13,11 @@ fn settings<'a>(
     env: &'a dyn Fn(&str) -> Option<String>,
 ) -> Settings<'a> {
     Settings {
-        kind: ProviderKind::Vertex,
-        base_url: None,
-        api_key: None::<&Secret>,
         region,
         project,
-        api_version: None,
         credentials_file: credentials.0,
         credentials: credentials.1,
-        aws_access_key_id: None,
-        aws_secret_access_key: None,
-        aws_session_token: None,
-        env,
-        secrets_optional: false,
+        ..Settings::bare(ProviderKind::Vertex, env)
     }
 }
 
