@@ -32,20 +32,30 @@ static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
 const TOKENS: usize = 1000;
 
-/// One text event as the provider writes it, framed as the relay receives
-/// it (an SSE event, or Bedrock's event-stream chunk made one).
-fn text_event(runtime: &tokio::runtime::Runtime, kind: ProviderKind) -> SseEvent {
-    let raw = Bytes::from(wire::text(kind, "model-x", " word42"));
+/// What is measured: each kind with a model of its default API, and the
+/// clouds' other API (Claude on Bedrock and Vertex), as `kind/model`.
+fn cases() -> Vec<(String, ProviderKind, &'static str)> {
+    let mut cases: Vec<_> = ProviderKind::ALL.iter().map(|kind| (kind.name().to_owned(), *kind, "model-x")).collect();
+    for (kind, model) in [(ProviderKind::Bedrock, "anthropic.claude-x"), (ProviderKind::Vertex, "claude-x")] {
+        cases.push((format!("{kind}/{model}"), kind, model));
+    }
+    cases
+}
+
+/// One text event as the provider writes it for `model`, framed as the
+/// relay receives it (an SSE event, or Bedrock's event-stream message made one).
+fn text_event(runtime: &tokio::runtime::Runtime, kind: ProviderKind, model: &str) -> SseEvent {
+    let raw = Bytes::from(wire::text(kind, model, " word42"));
     let body = Box::pin(futures_util::stream::iter([Ok::<_, String>(raw)]));
-    let mut frames = kind.adapter().frames(body, 1 << 20);
+    let mut frames = kind.adapter_for(model).frames(body, 1 << 20);
     runtime.block_on(frames.next()).expect("one event").expect("it frames")
 }
 
-/// A whole answer's body as the provider writes it, one SSE event per network chunk.
-fn answer_body(kind: ProviderKind) -> Arc<Vec<Bytes>> {
-    let mut chunks: Vec<Bytes> = wire::preamble(kind, "model-x").into_iter().map(Bytes::from).collect();
-    chunks.extend((0..TOKENS).map(|i| Bytes::from(wire::text(kind, "model-x", &wire::token("word", i)))));
-    chunks.extend(wire::finish(kind, "model-x", TOKENS).into_iter().map(Bytes::from));
+/// A whole answer's body as the provider writes it for `model`, one event per network chunk.
+fn answer_body(kind: ProviderKind, model: &str) -> Arc<Vec<Bytes>> {
+    let mut chunks: Vec<Bytes> = wire::preamble(kind, model).into_iter().map(Bytes::from).collect();
+    chunks.extend((0..TOKENS).map(|i| Bytes::from(wire::text(kind, model, &wire::token("word", i)))));
+    chunks.extend(wire::finish(kind, model, TOKENS).into_iter().map(Bytes::from));
     Arc::new(chunks)
 }
 
@@ -65,11 +75,12 @@ fn one_chunk(
     written
 }
 
-/// Relays a whole answer from raw bytes to encoded chunks.
-async fn relay(kind: ProviderKind, body: &Arc<Vec<Bytes>>) -> usize {
+/// Relays a whole answer from raw bytes to encoded chunks, through `kind`'s
+/// adapter for `model`.
+async fn relay(kind: ProviderKind, model: &str, body: &Arc<Vec<Bytes>>) -> usize {
     let body = Arc::clone(body);
     let bytes = futures_util::stream::iter((0..body.len()).map(move |i| Ok::<_, Infallible>(body[i].clone())));
-    let mut events = driver::decode_as(kind, bytes);
+    let mut events = driver::decode_with(kind.adapter_for(model), bytes);
     let mut encoder = ChunkEncoder::new(Answer::new("model-x"), true);
     let mut written = 0;
     while let Some(event) = events.next().await {
@@ -113,18 +124,18 @@ fn main() {
         "| provider | allocations per chunk | bytes allocated per chunk | allocations per chunk, 1,000-token relay | bytes per chunk, 1,000-token relay |"
     );
     println!("|---|---|---|---|---|");
-    for kind in ProviderKind::ALL {
-        let event = text_event(&runtime, kind);
-        let mut decoder = kind.adapter().decoder();
+    for (name, kind, model) in cases() {
+        let event = text_event(&runtime, kind, model);
+        let mut decoder = kind.adapter_for(model).decoder();
         let mut encoder = ChunkEncoder::new(Answer::new("model-x"), false);
         let mut decoded = Vec::new();
         one_chunk(&event, decoder.as_mut(), &mut decoded, &mut encoder);
         let (chunk_allocations, chunk_bytes) =
             counted(10_000, || one_chunk(&event, decoder.as_mut(), &mut decoded, &mut encoder));
-        let body = answer_body(kind);
-        let (relay_allocations, relay_bytes) = counted(20, || runtime.block_on(relay(kind, &body)));
+        let body = answer_body(kind, model);
+        let (relay_allocations, relay_bytes) = counted(20, || runtime.block_on(relay(kind, model, &body)));
         println!(
-            "| {kind} | {chunk_allocations:.1} | {chunk_bytes:.0} | {:.1} | {:.0} |",
+            "| {name} | {chunk_allocations:.1} | {chunk_bytes:.0} | {:.1} | {:.0} |",
             relay_allocations / TOKENS as f64,
             relay_bytes / TOKENS as f64
         );
@@ -134,21 +145,21 @@ fn main() {
     let mut criterion = Criterion::default().configure_from_args();
     let mut chunk = criterion.benchmark_group("chunk");
     chunk.throughput(Throughput::Elements(1));
-    for kind in ProviderKind::ALL {
-        let event = text_event(&runtime, kind);
-        let mut decoder = kind.adapter().decoder();
+    for (name, kind, model) in cases() {
+        let event = text_event(&runtime, kind, model);
+        let mut decoder = kind.adapter_for(model).decoder();
         let mut encoder = ChunkEncoder::new(Answer::new("model-x"), false);
         let mut decoded = Vec::new();
-        chunk.bench_function(kind.name(), |b| {
+        chunk.bench_function(name, |b| {
             b.iter(|| one_chunk(black_box(&event), decoder.as_mut(), &mut decoded, &mut encoder))
         });
     }
     chunk.finish();
     let mut whole = criterion.benchmark_group("relay_1000_tokens");
     whole.throughput(Throughput::Elements(TOKENS as u64));
-    for kind in ProviderKind::ALL {
-        let body = answer_body(kind);
-        whole.bench_function(kind.name(), |b| b.iter(|| runtime.block_on(relay(kind, black_box(&body)))));
+    for (name, kind, model) in cases() {
+        let body = answer_body(kind, model);
+        whole.bench_function(name, |b| b.iter(|| runtime.block_on(relay(kind, model, black_box(&body)))));
     }
     whole.finish();
     let mut encode = criterion.benchmark_group("encode_1000_tokens");

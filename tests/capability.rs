@@ -16,7 +16,7 @@ use baton::providers::ProviderKind;
 use baton::resilience::BreakerState;
 use serde_json::{Value, json};
 use support::raw::{RawProvider, Step};
-use support::{ChatConfig, Proxy, Received, Spawned, metrics, post_chat, run};
+use support::{ChatConfig, Proxy, Received, Spawned, metrics, post_chat, run, sample_with};
 
 const HARD_LIMIT: Duration = Duration::from_secs(20);
 
@@ -47,14 +47,6 @@ async fn two_targets(first: (&str, MockProvider), second: (&str, MockProvider)) 
     let (a, b) = (first.1.spawned().await, second.1.spawned().await);
     let proxy = Proxy::start(&route("", &[(first.0, &a), (second.0, &b)])).await;
     (a, b, proxy)
-}
-
-/// A sample of `name` with every label of `labels` in Prometheus text.
-fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-    text.lines().filter(|line| line.starts_with(&format!("{name}{{"))).find_map(|line| {
-        let (series, value) = line.rsplit_once(' ')?;
-        labels.iter().all(|(k, v)| series.contains(&format!("{k}=\"{v}\""))).then(|| value.parse().ok())?
-    })
 }
 
 /// Asks `proxy` with `fields`, streamed and not: each time a 400
@@ -94,7 +86,7 @@ fn a_target_that_cannot_honour_a_field_is_skipped_and_the_next_answers() {
         assert_eq!(sent[0].body["parallel_tool_calls"], false, "the target that can honour it gets the field");
         let text = metrics(&proxy).await;
         assert_eq!(
-            sample(&text, "baton_attempts_total", &[("provider", "gem"), ("outcome", "unsupported")]),
+            sample_with(&text, "baton_attempts_total", &[("provider", "gem"), ("outcome", "unsupported")]),
             Some(2.0),
             "each skip is counted as unsupported:\n{text}"
         );
@@ -284,7 +276,7 @@ fn a_providers_404_fails_over_and_is_not_charged_to_its_breaker() {
             }
             let text = metrics(&proxy).await;
             assert_eq!(
-                sample(&text, "baton_attempts_total", &[("provider", name), ("outcome", "upstream_not_found")]),
+                sample_with(&text, "baton_attempts_total", &[("provider", name), ("outcome", "upstream_not_found")]),
                 Some(3.0),
                 "{kind}: every 404 is counted as upstream_not_found:\n{text}"
             );

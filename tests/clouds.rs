@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use baton::mock::{Fault, MockProvider, Schedule};
 use baton::providers::ProviderKind;
-use support::{ChatConfig, Proxy, Spawned, chat_body, post_chat, run};
+use support::{ChatConfig, Proxy, Spawned, chat_body, metrics, post_chat, run, sample_with};
 
 const HARD_LIMIT: Duration = Duration::from_secs(20);
 
@@ -128,5 +128,103 @@ fn the_simulated_bedrock_recomputes_each_signature_and_refuses_a_wrong_one() {
         assert!(got.raw.contains("http_auth"), "both the Invoke and the Converse target refused: {}", got.raw);
         assert_eq!(wrong.requests().len(), 2);
         assert!(!got.raw.contains("not-the-secret"), "the secret never reaches the client");
+    });
+}
+
+#[test]
+fn a_throttled_token_exchange_is_an_auth_failure_that_fails_over_at_once() {
+    run(HARD_LIMIT, async {
+        let vertex = MockProvider::new(ProviderKind::Vertex)
+            .fault(Fault::TokenThrottled)
+            .schedule(Schedule::FirstRequests(1))
+            .spawned()
+            .await;
+        let spare = MockProvider::openai().marker("spare").spawned().await;
+        let config = ChatConfig::new().mock("vertex", &vertex).mock("spare", &spare);
+        let proxy = Proxy::start(&config.toml()).await;
+
+        let first = post_chat(&proxy, &chat_body(true)).await;
+        assert_eq!(first.header("x-baton-provider"), "spare", "{}", first.raw);
+        assert!(vertex.requests().is_empty(), "no request leaves without a token");
+        assert!(!first.raw.contains("mock429"), "the exchange's words stay in baton: {}", first.raw);
+        let text = metrics(&proxy).await;
+        let failover = [("from", "vertex"), ("to", "spare"), ("reason", "auth")];
+        assert_eq!(sample_with(&text, "baton_failovers_total", &failover), Some(1.0), "{text}");
+
+        let second = post_chat(&proxy, &chat_body(true)).await;
+        assert_eq!(second.header("x-baton-provider"), "vertex", "{}", second.raw);
+        assert_eq!(vertex.side_requests().len(), 2, "a refused exchange caches nothing: the next request tries again");
+    });
+}
+
+#[test]
+fn the_clouds_are_counted_priced_drilled_and_shown_like_any_kind() {
+    run(HARD_LIMIT, async {
+        let bedrock = MockProvider::new(ProviderKind::Bedrock)
+            .fault(Fault::Http429)
+            .retry_after_secs(0)
+            .schedule(Schedule::FirstRequests(1))
+            .spawned()
+            .await;
+        let vertex = MockProvider::new(ProviderKind::Vertex).spawned().await;
+        let azure = MockProvider::new(ProviderKind::Azure).spawned().await;
+        let token = "cloud-admin-token-0123456789";
+        let price = "price = { input_per_mtok = 3, output_per_mtok = 15 }";
+        let config = ChatConfig::new()
+            .top(&format!("admin_token = \"{token}\""))
+            .mock("bedrock", &bedrock)
+            .target_keys(price)
+            .mock("vertex", &vertex)
+            .target_keys(price)
+            .mock("azure", &azure)
+            .target_keys(price);
+        let proxy = Proxy::start(&config.toml()).await;
+
+        let throttled = post_chat(&proxy, &chat_body(true)).await;
+        assert_eq!(throttled.header("x-baton-provider"), "vertex", "{}", throttled.raw);
+        assert_eq!(throttled.streamed_text(), vertex.provider().expected_text());
+        let answered = post_chat(&proxy, &chat_body(true)).await;
+        assert_eq!(answered.header("x-baton-provider"), "bedrock", "{}", answered.raw);
+
+        let drill = reqwest::Client::new()
+            .post(proxy.url(support::CHAT))
+            .json(&chat_body(true))
+            .header("x-baton-drill", "bedrock=http_5xx,vertex=refuse")
+            .header("x-baton-admin-token", token)
+            .send()
+            .await
+            .expect("an answer");
+        assert_eq!(drill.headers()["x-baton-provider"], "azure", "the drill walks the route to its last cloud");
+        let drilled = drill.text().await.expect("the stream");
+        assert!(drilled.contains("[DONE]"), "{drilled}");
+
+        let text = metrics(&proxy).await;
+        let count = |name: &str, labels: &[(&str, &str)]| sample_with(&text, name, labels);
+        assert_eq!(
+            count("baton_failovers_total", &[("from", "bedrock"), ("to", "vertex"), ("reason", "http_429")]),
+            Some(1.0)
+        );
+        for provider in ["bedrock", "vertex", "azure"] {
+            assert_eq!(
+                count("baton_attempts_total", &[("provider", provider), ("outcome", "committed")]),
+                Some(1.0),
+                "{provider}: {text}"
+            );
+            let cost = count("baton_cost_usd_total", &[("provider", provider)]).unwrap_or_default();
+            assert!(cost > 0.0, "{provider}'s answer is priced: {text}");
+            assert!(
+                count("baton_time_to_first_token_seconds_count", &[("provider", provider)]).is_some(),
+                "{provider}"
+            );
+        }
+
+        let (status, state) = support::admin_get(&proxy, "/admin/status", Some(token)).await;
+        assert_eq!(status, 200, "{state}");
+        let providers = state["providers"].as_array().expect("providers");
+        let shown = |name: &str| providers.iter().find(|p| p["name"] == name).cloned().unwrap_or_default();
+        assert_eq!(shown("bedrock")["last_failure"]["class"], "http_429", "{state}");
+        assert_eq!(shown("vertex")["last_1m"]["ok"], 1, "{state}");
+        assert_eq!(shown("azure")["last_1m"]["ok"], 1, "{state}");
+        assert_eq!(bedrock.requests().len(), 2, "the drill's request did not reach the drilled Bedrock");
     });
 }

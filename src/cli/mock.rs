@@ -36,6 +36,7 @@ const FAULT_HELP: &str = "Fault classes (--fault):
   trailing_response      write a second whole response in the same write as the first
   content_filter         refuse before any token, as the provider's content filter does
   unauthorized           answer 401, as to an expired or revoked token
+  token_throttled        answer the token exchange with 429 (vertex only); chat requests are answered
 
 GET /__requests answers every request received so far, as a JSON array of {path, headers, body, fault}.";
 
@@ -100,6 +101,9 @@ fn parse_fault(name: &str) -> Result<Fault, String> {
 
 /// Runs the simulated provider until Ctrl-C.
 pub(crate) async fn run(args: MockArgs) -> Result<(), AnyError> {
+    if args.faults.contains(&Fault::TokenThrottled) && args.kind.simulated().throttled_side_answer().is_none() {
+        return Err(format!("token_throttled throttles a token exchange, and a {} provider has none", args.kind).into());
+    }
     let schedule = match args.first {
         Some(n) => Schedule::FirstRequests(n),
         None => Schedule::Random { probability: args.fault_rate.clamp(0.0, 1.0), seed: args.seed },

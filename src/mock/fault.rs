@@ -65,6 +65,10 @@ pub enum Fault {
     /// Answer 401, as a provider answers a credential it no longer takes:
     /// an expired or revoked token.
     Unauthorized,
+    /// Answer a token exchange (Vertex AI's) with 429, as Google's token
+    /// endpoint does when it throttles; chat requests are answered. A kind
+    /// without a token exchange is not given this fault.
+    TokenThrottled,
 }
 
 impl Fault {
@@ -84,8 +88,8 @@ impl Fault {
     ];
 
     /// Every fault a simulated provider can inject.
-    pub const ALL: [Fault; 26] = {
-        let mut all = [Fault::Refuse; 26];
+    pub const ALL: [Fault; 27] = {
+        let mut all = [Fault::Refuse; 27];
         let mut i = 0;
         while i < all.len() {
             let pre = Self::PRE_COMMIT.len();
@@ -96,7 +100,7 @@ impl Fault {
     };
 
     /// The faults that are not [`Fault::PRE_COMMIT`]'s: mid-stream and misbehaving bytes.
-    const LATER: [Fault; 16] = [
+    const LATER: [Fault; 17] = [
         Fault::MidstreamStall,
         Fault::MidstreamClose,
         Fault::MidstreamMalformed,
@@ -113,6 +117,7 @@ impl Fault {
         Fault::TrailingResponse,
         Fault::ContentFilter,
         Fault::Unauthorized,
+        Fault::TokenThrottled,
     ];
 
     /// Whether the fault cuts an answer short after a few tokens.
@@ -152,6 +157,7 @@ impl Fault {
             Fault::TrailingResponse => "trailing_response",
             Fault::ContentFilter => "content_filter",
             Fault::Unauthorized => "unauthorized",
+            Fault::TokenThrottled => "token_throttled",
         }
     }
 

@@ -67,9 +67,16 @@ async fn connection(mut socket: TcpStream, shared: Arc<Shared>) {
         let sim = shared.provider.kind.simulated();
         if let Some((status, body)) = sim.side_answer(&request.path, &request.body, shared.provider.api_key.as_deref())
         {
-            if let Ok(mut side) = shared.side_requests.lock() {
-                side.push(record(&shared.provider, &request, None));
-            }
+            let fault = {
+                let Ok(mut side) = shared.side_requests.lock() else { return };
+                let fault = shared.next_fault(side.len()).filter(|fault| *fault == Fault::TokenThrottled);
+                side.push(record(&shared.provider, &request, fault));
+                fault
+            };
+            let (status, body) = match fault.and_then(|_| sim.throttled_side_answer()) {
+                Some(throttled) => (429, throttled),
+                None => (status, body),
+            };
             if write_json(&mut socket, status, &body).await.is_err() {
                 return;
             }

@@ -310,7 +310,17 @@ where
     B: Into<Bytes> + Send + 'static,
     E: Display + Send + 'static,
 {
-    let adapter = kind.adapter();
+    decode_with(kind.adapter(), bytes)
+}
+
+/// [`decode_as`] through one adapter of a kind whose models speak different
+/// APIs (`kind.adapter_for(model)`: Claude or Converse on Bedrock).
+pub fn decode_with<S, B, E>(adapter: &'static dyn Adapter, bytes: S) -> EventStream
+where
+    S: Stream<Item = Result<B, E>> + Send + 'static,
+    B: Into<Bytes> + Send + 'static,
+    E: Display + Send + 'static,
+{
     let body = Box::pin(bytes.map(|chunk| chunk.map(Into::into).map_err(|err| err.to_string())));
     let frames = adapter.frames(body, sse::DEFAULT_MAX_EVENT_BYTES);
     Box::pin(Decoding { sse: frames, decoder: adapter.decoder(), pending: Vec::new(), ended: false, signatures: true })

@@ -113,6 +113,12 @@ pub trait Simulated: Send + Sync {
         None
     }
 
+    /// The body a side endpoint answers 429 with when it throttles (the
+    /// `token_throttled` fault); `None` for a kind with no side endpoint.
+    fn throttled_side_answer(&self) -> Option<String> {
+        None
+    }
+
     /// A model id of this kind's form made of `name`, for a target of a
     /// simulated provider (Bedrock's ids are `anthropic.…`).
     fn model_named(&self, name: &str) -> String {

@@ -173,6 +173,14 @@ pub async fn metrics(server: &impl Server) -> String {
     reqwest::get(server.url("/metrics")).await.expect("metrics").text().await.expect("text")
 }
 
+/// A sample of `name` with every label of `labels` in Prometheus text.
+pub fn sample_with(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    text.lines().filter(|line| line.starts_with(&format!("{name}{{"))).find_map(|line| {
+        let (series, value) = line.rsplit_once(' ')?;
+        labels.iter().all(|(k, v)| series.contains(&format!("{k}=\"{v}\""))).then(|| value.parse().ok())?
+    })
+}
+
 /// Posts `body` to the chat endpoint and returns the answer once its head
 /// has come, its body unread; dropping it is the client going away.
 pub async fn open_chat(server: &impl Server, body: &Value) -> reqwest::Response {

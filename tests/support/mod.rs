@@ -28,7 +28,7 @@ pub use binary::Baton;
 #[allow(unused_imports, reason = "each test file imports a different part")]
 pub use client::{
     CHAT, Received, Server, admin_get, chat_body, first_chunk, leave_after_first_chunk, metrics, open_chat, post_chat,
-    post_raw, post_with, read_response,
+    post_raw, post_with, read_response, sample_with,
 };
 #[allow(unused_imports, reason = "each test file imports a different part")]
 pub use config_text::{ChatConfig, config_file, mocks_toml, provider_toml, route_toml};

@@ -131,6 +131,12 @@ impl Simulated for SimulatedVertex {
         Some((200, json!({ "access_token": token, "expires_in": 3599, "token_type": "Bearer" }).to_string()))
     }
 
+    /// Google's OAuth error for a throttled exchange.
+    fn throttled_side_answer(&self) -> Option<String> {
+        let error = json!({ "error": "rate_limit_exceeded", "error_description": "mock429 too many token requests" });
+        Some(error.to_string())
+    }
+
     fn turns(&self) -> (&'static str, &'static str) {
         SimulatedGemini.turns()
     }
