@@ -2,7 +2,7 @@
 //! normalise it and re-encode it as an OpenAI chunk; and the same for a whole
 //! 1,000-token answer from raw bytes. Then, per client dialect, the encoding
 //! alone of a 1,000-token answer (Chat Completions, Anthropic Messages,
-//! Responses).
+//! Gemini, Responses).
 //! Reports time (criterion) and heap bytes and allocations per chunk (a
 //! counting global allocator).
 //! Run with `cargo bench --bench codec`.
@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use baton::dialect::Encoder;
 use baton::dialect::anthropic::MessageEncoder;
+use baton::dialect::gemini::GenerateEncoder;
 use baton::dialect::openai::{Answer, ChunkEncoder};
 use baton::dialect::responses::{self, ResponseEncoder};
 use baton::event::Event;
@@ -171,6 +172,7 @@ fn main() {
     encode.bench_function("anthropic_messages", |b| {
         b.iter(|| encode_answer(MessageEncoder::new("msg_1", "model-x"), &mut out))
     });
+    encode.bench_function("gemini", |b| b.iter(|| encode_answer(GenerateEncoder::new("model-x", "r1"), &mut out)));
     encode.bench_function("responses", |b| {
         let options = || responses::Options { echo: Default::default() };
         b.iter(|| encode_answer(ResponseEncoder::new("model-x", options()), &mut out))

@@ -125,10 +125,16 @@ impl ClientKeys {
     /// configured hash is compared, in constant time, so timing tells
     /// nothing about which key or how much of it matched.
     pub fn identify(&self, headers: &HeaderMap) -> Result<Option<&ClientKey>, Denied> {
+        self.identify_presented(presented_key(headers))
+    }
+
+    /// The key `presented`, found where the request's dialect puts it (see
+    /// [`ClientKeys::identify`]).
+    pub fn identify_presented(&self, presented: Option<&str>) -> Result<Option<&ClientKey>, Denied> {
         if !self.required() {
             return Ok(None);
         }
-        let presented = presented_key(headers).ok_or(Denied::Missing)?;
+        let presented = presented.map(str::trim).filter(|key| !key.is_empty()).ok_or(Denied::Missing)?;
         let hash = ClientKey::hash(presented);
         let mut found = None;
         for key in &self.keys {
@@ -154,8 +160,9 @@ pub fn parse_sha256(hex: &str) -> Option<[u8; 32]> {
     Some(out)
 }
 
-/// The key in `Authorization: Bearer <key>` or `x-api-key: <key>`.
-fn presented_key(headers: &HeaderMap) -> Option<&str> {
+/// The key in `Authorization: Bearer <key>` or `x-api-key: <key>`: where
+/// the OpenAI and Anthropic SDKs send it.
+pub fn presented_key(headers: &HeaderMap) -> Option<&str> {
     let bearer = headers
         .get(AUTHORIZATION)
         .and_then(|value| value.to_str().ok())

@@ -8,12 +8,13 @@
 pub mod anthropic;
 mod error;
 mod fields;
+pub mod gemini;
 pub mod openai;
 pub mod responses;
 mod sse;
 
 use bytes::{Bytes, BytesMut};
-use http::HeaderMap;
+use http::request::Parts;
 
 pub use error::{ApiError, ErrorKind};
 
@@ -37,9 +38,18 @@ pub trait Dialect: Send + Sync + 'static {
     const NAME: &'static str;
 
     /// Checks a request body and turns it into the normalised request; a body
-    /// the dialect cannot take is a 400 saying why. The headers carry what
-    /// belongs to the dialect's API beside the body (`anthropic-beta`).
-    fn parse(body: Bytes, headers: &HeaderMap) -> Result<Ingress<Self::Options>, ApiError>;
+    /// the dialect cannot take is a 400 saying why. The request's head
+    /// carries what belongs to the dialect's API beside the body: headers
+    /// (`anthropic-beta`), and for some the model and the form of the
+    /// answer in the path (Gemini's `models/{model}:streamGenerateContent`).
+    fn parse(body: Bytes, head: &Parts) -> Result<Ingress<Self::Options>, ApiError>;
+
+    /// The client key the request presents, where this dialect's clients
+    /// put it: `Authorization: Bearer` or `x-api-key` unless a dialect
+    /// names its own places.
+    fn presented_key(head: &Parts) -> Option<&str> {
+        crate::access::presented_key(&head.headers)
+    }
 
     /// The encoder for one streamed answer from the upstream `model` that
     /// committed (reported as the answer's model, so cost dashboards
@@ -93,6 +103,15 @@ pub struct Ingress<O> {
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_support {
     use serde_json::Value;
+
+    /// The head of a `POST` to `path` with `headers`, for a dialect's parse.
+    pub fn head(path: &str, headers: http::HeaderMap) -> http::request::Parts {
+        let mut request = http::Request::new(());
+        *request.method_mut() = http::Method::POST;
+        *request.uri_mut() = path.parse().unwrap_or_default();
+        *request.headers_mut() = headers;
+        request.into_parts().0
+    }
 
     use crate::event::{Event, ToolCallDelta};
 

@@ -76,7 +76,7 @@ impl<D: Dialect> FromRequestParts<AppState> for Caller<D> {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
         let config = pinned(&mut parts.extensions, state);
-        let key = config.access.keys.identify(&parts.headers).map_err(ApiError::denied)?;
+        let key = config.access.keys.identify_presented(D::presented_key(parts)).map_err(ApiError::denied)?;
         if let (Some(arrival), Some(key)) = (parts.extensions.get::<Arrival>(), key) {
             arrival.note(|recording| recording.row().key = Some(key.name.clone()));
         }
@@ -157,7 +157,7 @@ impl<D: Dialect> FromRequest<AppState> for Asked<D> {
         if let Some(arrival) = arrival {
             arrival.note(|recording| recording.request_body(&body));
         }
-        let Ingress { model, stream, request, options } = D::parse(body.into(), &head.headers)?;
+        let Ingress { model, stream, request, options } = D::parse(body.into(), &head)?;
         if let Some(arrival) = arrival {
             arrival.note(|recording| recording.row().model_asked = Some(model.clone()));
         }

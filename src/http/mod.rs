@@ -12,6 +12,7 @@ mod cors;
 mod edge;
 mod error;
 mod extract;
+mod gemini;
 mod history;
 mod keys;
 mod panic;
@@ -29,6 +30,7 @@ use axum::{Json, Router};
 use serde_json::json;
 
 use crate::dialect::anthropic::AnthropicMessages;
+use crate::dialect::gemini::GeminiApi;
 use crate::dialect::openai::OpenAiChat;
 use crate::dialect::responses::OpenAiResponses;
 use crate::dialect::{ApiError, Dialect};
@@ -42,13 +44,20 @@ pub fn app(state: AppState) -> Router {
     // layer costs about 1.5 KiB per open stream (measured at 9,000).
     let check_hosts = !state.config().access.allowed_hosts.is_empty();
     let cors = !state.config().access.cors_origins.is_empty();
+    // Gemini's methods share a path with its models (`models/{model}:{method}`):
+    // a POST there is dispatched by method, generating through this door.
+    let gemini_chat = door::<GeminiApi>(&state).with_state(state.clone());
+    let gemini_post =
+        move |State(state): State<AppState>, request: Request| gemini::post(state, gemini_chat.clone(), request);
     let router = Router::new()
         .route("/v1/chat/completions", door::<OpenAiChat>(&state))
         .route("/v1/messages", door::<AnthropicMessages>(&state))
         .route("/v1/messages/count_tokens", post(anthropic::count_tokens))
         .route("/v1/responses", door::<OpenAiResponses>(&state).get(websocket_refused))
         .route("/v1/models", get(models))
-        .route("/v1/models/{*id}", get(model))
+        .route("/v1/models/{*id}", get(model).post(gemini_post.clone()))
+        .route("/v1beta/models", get(gemini::models))
+        .route("/v1beta/models/{*id}", get(gemini::model).post(gemini_post))
         .route("/", get(page))
         .route("/page/{file}", get(page_script))
         .route("/healthz", get(|| async { "ok" }))
@@ -128,21 +137,30 @@ fn knocked(state: &AppState, request: &Request, error: ApiError) -> Response {
 }
 
 /// An error raised before a request reaches its endpoint, in the dialect of
-/// the client that sent it: Anthropic's for its paths and SDKs, else OpenAI's.
+/// the client that sent it: Anthropic's or Google's for their paths and
+/// SDKs, else OpenAI's.
 pub(super) fn edge_error(request: &Request, error: ApiError) -> Response {
-    if anthropic::speaks_anthropic(request.uri().path(), request.headers()) {
+    let (path, headers) = (request.uri().path(), request.headers());
+    if anthropic::speaks_anthropic(path, headers) {
         error::respond::<AnthropicMessages>(error)
+    } else if crate::dialect::gemini::speaks_gemini(request.method(), path, headers) {
+        error::respond::<GeminiApi>(error)
     } else {
         error::respond::<OpenAiChat>(error)
     }
 }
 
 /// The routes as models, in OpenAI's list shape, or in Anthropic's for a
-/// client that sends `anthropic-version`.
-async fn models(State(state): State<AppState>, headers: axum::http::HeaderMap) -> Response {
-    let anthropic = crate::dialect::anthropic::is_anthropic(&headers);
+/// client that sends `anthropic-version`, or Google's for one that sends
+/// its key in `x-goog-api-key` (`google-genai` asks `/v1/models` too).
+async fn models(State(state): State<AppState>, request: Request) -> Response {
+    if crate::dialect::gemini::speaks_gemini(request.method(), request.uri().path(), request.headers()) {
+        return gemini::models(State(state), request).await;
+    }
+    let headers = request.headers();
+    let anthropic = crate::dialect::anthropic::is_anthropic(headers);
     let config = state.config();
-    let listed = config.access.keys.identify(&headers).map_err(ApiError::denied).map(|key| {
+    let listed = config.access.keys.identify(headers).map_err(ApiError::denied).map(|key| {
         // A key sees the routes it may use, each under its name and its aliases.
         let names: Vec<&str> = config
             .routes
@@ -161,15 +179,20 @@ async fn models(State(state): State<AppState>, headers: axum::http::HeaderMap) -
 }
 
 /// One model by its id: a route's name or one of its aliases, when the key
-/// may use it; in Anthropic's shape for a client that sends `anthropic-version`.
+/// may use it; in Anthropic's shape for a client that sends
+/// `anthropic-version`, in Google's for one that sends `x-goog-api-key`.
 async fn model(
     State(state): State<AppState>,
     axum::extract::Path(id): axum::extract::Path<String>,
-    headers: axum::http::HeaderMap,
+    request: Request,
 ) -> Response {
-    let anthropic = crate::dialect::anthropic::is_anthropic(&headers);
+    if crate::dialect::gemini::speaks_gemini(request.method(), request.uri().path(), request.headers()) {
+        return gemini::model(State(state), axum::extract::Path(id), request).await;
+    }
+    let headers = request.headers();
+    let anthropic = crate::dialect::anthropic::is_anthropic(headers);
     let config = state.config();
-    let found = config.access.keys.identify(&headers).map_err(ApiError::denied).and_then(|key| {
+    let found = config.access.keys.identify(headers).map_err(ApiError::denied).and_then(|key| {
         let visible = |route: &&std::sync::Arc<crate::config::Route>| key.is_none_or(|key| key.allows(&route.model));
         if config.route(&id).filter(visible).is_none() {
             let known: Vec<&str> = config.routes.iter().filter(visible).map(|route| route.model.as_str()).collect();

@@ -15,6 +15,8 @@ pub enum ClientDialect {
     Messages,
     /// OpenAI Responses.
     Responses,
+    /// Google's Gemini API (`generateContent`).
+    Gemini,
 }
 
 /// A setting every dialect has, under the dialect's own name for it.
@@ -73,6 +75,15 @@ impl ClientDialect {
             (ClientDialect::Responses, Setting::MaxTokens) => "max_output_tokens",
             (ClientDialect::Responses, Setting::ResponseFormat) => "text.format",
             (ClientDialect::Responses, Setting::ReasoningEffort) => "reasoning.effort",
+            (ClientDialect::Gemini, Setting::MaxTokens) => "generationConfig.maxOutputTokens",
+            (ClientDialect::Gemini, Setting::Temperature) => "generationConfig.temperature",
+            (ClientDialect::Gemini, Setting::TopP) => "generationConfig.topP",
+            (ClientDialect::Gemini, Setting::TopK) => "generationConfig.topK",
+            (ClientDialect::Gemini, Setting::Stop) => "generationConfig.stopSequences",
+            (ClientDialect::Gemini, Setting::ToolChoice) => "toolConfig",
+            (ClientDialect::Gemini, Setting::ResponseFormat) => "generationConfig.responseJsonSchema",
+            (ClientDialect::Gemini, Setting::ReasoningEffort) => "generationConfig.thinkingConfig.thinkingLevel",
+            (ClientDialect::Gemini, Setting::ThinkingBudget) => "generationConfig.thinkingConfig.thinkingBudget",
             (_, Setting::ThinkingBudget) => "thinking",
             (_, Setting::MaxTokens) => "max_tokens",
             (_, Setting::Temperature) => "temperature",

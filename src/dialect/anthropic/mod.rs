@@ -30,8 +30,8 @@ impl Dialect for AnthropicMessages {
     type Options = ();
     type Encoder = MessageEncoder;
 
-    fn parse(body: Bytes, headers: &HeaderMap) -> Result<Ingress<()>, ApiError> {
-        parse(body, headers)
+    fn parse(body: Bytes, head: &http::request::Parts) -> Result<Ingress<()>, ApiError> {
+        parse(body, &head.headers)
     }
 
     fn encoder(model: &str, (): ()) -> MessageEncoder {

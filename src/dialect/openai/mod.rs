@@ -35,10 +35,10 @@ impl Dialect for OpenAiChat {
     /// A request with Anthropic-style cache hints, which OpenAI would
     /// refuse, is written out anew without them; any other goes to an
     /// openai-kind target as sent.
-    fn parse(body: bytes::Bytes, headers: &http::HeaderMap) -> Result<Ingress<Options>, ApiError> {
+    fn parse(body: bytes::Bytes, head: &http::request::Parts) -> Result<Ingress<Options>, ApiError> {
         let mut ingress = parse(&body)?;
         if !ingress.request.has_cache_hints() {
-            ingress.request.native = Some(Native::new(body, headers, &OPENAI_HEADERS));
+            ingress.request.native = Some(Native::new(body, &head.headers, &OPENAI_HEADERS));
         }
         Ok(ingress)
     }

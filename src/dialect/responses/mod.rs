@@ -10,7 +10,7 @@ mod request;
 mod stream;
 
 use bytes::{Bytes, BytesMut};
-use http::HeaderMap;
+use http::request::Parts;
 use serde_json::{Map, Value};
 
 pub use request::parse;
@@ -36,9 +36,9 @@ impl Dialect for OpenAiResponses {
     type Options = Options;
     type Encoder = ResponseEncoder;
 
-    fn parse(body: Bytes, headers: &HeaderMap) -> Result<Ingress<Options>, ApiError> {
+    fn parse(body: Bytes, head: &Parts) -> Result<Ingress<Options>, ApiError> {
         let mut ingress = parse(&body)?;
-        ingress.request.native = Some(Native::new(body, headers, &OPENAI_HEADERS));
+        ingress.request.native = Some(Native::new(body, &head.headers, &OPENAI_HEADERS));
         Ok(ingress)
     }
 

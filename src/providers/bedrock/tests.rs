@@ -145,7 +145,7 @@ fn messages_request(body: Value, headers: &[(&'static str, &'static str)]) -> Ch
     }
     let parsed = <crate::dialect::anthropic::AnthropicMessages as crate::dialect::Dialect>::parse(
         Bytes::from(body.to_string()),
-        &map,
+        &crate::dialect::test_support::head("/v1/messages", map),
     );
     parsed.unwrap_or_else(|err| panic!("parses: {}", err.message())).request
 }

@@ -41,6 +41,10 @@ impl Adapter for Gemini {
         is_too_long(message)
     }
 
+    fn dialect(&self) -> Option<ClientDialect> {
+        Some(ClientDialect::Gemini)
+    }
+
     fn unsupported(&self, req: &ChatRequest) -> Vec<Field> {
         unsupported(req)
     }
@@ -48,12 +52,18 @@ impl Adapter for Gemini {
 
 /// A streaming `generateContent` request of `req` to `url` with `headers`:
 /// shared with the kinds that serve Gemini at another address (Vertex AI).
+/// A Gemini client's body goes as it came (the model is in the URL), so
+/// its thought signatures, safety settings and fields baton has never
+/// heard of all arrive; any other is translated.
 pub(super) fn gemini_request(
     url: String,
     headers: &[(HeaderName, &str)],
     req: &ChatRequest,
 ) -> Result<http::Request<Bytes>, ProviderError> {
-    driver::post_json(url, headers, &body(req))
+    match req.native_in(ClientDialect::Gemini) {
+        Some(native) => driver::post_native(url, headers, native, &[]),
+        None => driver::post_json(url, headers, &body(req)),
+    }
 }
 
 /// A fresh decoder of a Gemini stream.
@@ -108,6 +118,10 @@ fn generation_field(req: &ChatRequest, name: &str) -> Option<&'static str> {
 /// [`GENERATION_FIELDS`]. A field set to `null` or `false` asks for nothing
 /// and is honoured.
 fn unsupported(req: &ChatRequest) -> Vec<Field> {
+    // A Gemini client's body goes as sent: Gemini itself judges every field.
+    if req.native_in(ClientDialect::Gemini).is_some() {
+        return Vec::new();
+    }
     let mut out: Vec<Field> = req
         .extra
         .iter()

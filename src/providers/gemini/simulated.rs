@@ -137,7 +137,8 @@ fn tool(body: &Value) -> Option<Offered> {
     }
     let named = str_at(body, "/toolConfig/functionCallingConfig/allowedFunctionNames/0");
     let declarations = array_at(body, "/tools").iter().flat_map(|tool| array_at(tool, "/functionDeclarations"));
-    pick(declarations, named, "/name", &["/parametersJsonSchema", "/parameters"])
+    // Google's API takes a field's proto name too, as `google-genai` sends this one.
+    pick(declarations, named, "/name", &["/parametersJsonSchema", "/parameters_json_schema", "/parameters"])
 }
 
 fn results(body: &Value) -> Vec<String> {

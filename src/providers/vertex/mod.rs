@@ -119,6 +119,10 @@ impl Adapter for Vertex {
         super::gemini::is_too_long(message)
     }
 
+    fn dialect(&self) -> Option<ClientDialect> {
+        Some(ClientDialect::Gemini)
+    }
+
     fn unsupported(&self, req: &ChatRequest) -> Vec<Field> {
         gemini_unsupported(req)
     }

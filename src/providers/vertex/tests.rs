@@ -61,7 +61,7 @@ fn claude_goes_to_stream_raw_predict_with_vertex_s_version_and_gemini_to_its_own
     assert_eq!((sent["anthropic_version"].as_str(), sent["stream"].as_bool()), (Some("vertex-2023-10-16"), Some(true)));
     assert!(sent.get("model").is_none(), "{sent}");
     let gemini = ProviderKind::Vertex.adapter_for("gemini-2.5-flash");
-    assert_eq!(gemini.dialect(), None);
+    assert_eq!(gemini.dialect(), Some(ClientDialect::Gemini), "a Gemini client's body goes to Vertex's Gemini as sent");
     let request = gemini.request(upstream(&account, "gemini-2.5-flash"), &req).unwrap_or_else(|err| panic!("{err}"));
     assert_eq!(
         request.uri(),

@@ -68,10 +68,10 @@ fn what_the_responses_api_has_no_place_for_is_named() {
 fn a_responses_body_goes_as_sent_with_model_stream_and_no_store() {
     let client = json!({ "model": "chat", "input": "hi", "store": true, "include": ["reasoning.encrypted_content"],
         "tools": [{ "type": "web_search" }], "x_future": { "a": 1 } });
-    let headers = http::HeaderMap::new();
+    let head = crate::dialect::test_support::head("/v1/responses", http::HeaderMap::new());
     let ingress = <crate::dialect::responses::OpenAiResponses as crate::dialect::Dialect>::parse(
         bytes::Bytes::from(client.to_string()),
-        &headers,
+        &head,
     )
     .unwrap_or_else(|err| panic!("parses: {}", err.message()));
     let req = ingress.request;
