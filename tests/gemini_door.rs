@@ -250,3 +250,41 @@ async fn every_fault_before_the_first_token_is_rescued_through_this_door_for_eve
     })
     .await;
 }
+
+#[tokio::test]
+async fn the_gemini_cli_s_thinking_and_sampling_are_named_as_it_wrote_them_and_dropped_on_request() {
+    within(HARD_LIMIT, async {
+        let claude = MockProvider::anthropic().spawned().await;
+        let mut body = gemini_body();
+        // What the Gemini CLI sends to a Gemini 3 model.
+        body["generationConfig"] = json!({ "temperature": 1, "topP": 0.95, "topK": 64,
+            "thinkingConfig": { "includeThoughts": true, "thinkingLevel": "HIGH" } });
+
+        let strict = Proxy::start(&ChatConfig::new().mock("claude", &claude).deadlines(1000, 1000).toml()).await;
+        let refused = post(&strict, STREAM, &body).await;
+        assert_eq!(refused.status, 400, "{}", refused.raw);
+        let message = refused.json()["error"]["message"].as_str().unwrap_or_default().to_owned();
+        for named in
+            ["generationConfig.thinkingConfig.thinkingLevel", "generationConfig.temperature", "generationConfig.topK"]
+        {
+            assert!(message.contains(named), "names {named}: {message}");
+        }
+        assert!(claude.requests().is_empty());
+
+        let dropping = ChatConfig::new().keys("unsupported_params = \"drop\"").mock("claude", &claude);
+        let proxy = Proxy::start(&dropping.deadlines(1000, 1000).toml()).await;
+        let got = post(&proxy, STREAM, &body).await;
+        assert_eq!(got.status, 200, "{}", got.raw);
+        let dropped = got.header("x-baton-dropped-params");
+        assert!(
+            dropped.starts_with(
+                "generationConfig.thinkingConfig.thinkingLevel (together with generationConfig.temperature)"
+            ),
+            "{dropped}"
+        );
+        let sent = claude.requests().pop().unwrap().body;
+        assert!(sent.get("thinking").is_none(), "{sent}");
+        assert_eq!(sent["temperature"], 1.0, "{sent}");
+    })
+    .await;
+}

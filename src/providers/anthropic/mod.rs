@@ -12,7 +12,7 @@ use super::driver::{self, Set};
 use super::simulate::Simulated;
 use super::{Adapter, Decoder, ProviderError, Upstream};
 use crate::request::{
-    ChatRequest, ClientDialect, Field, LimitField, Native, Part, ResponseFormat, Role, Tool, ToolChoice,
+    ChatRequest, ClientDialect, Field, LimitField, Native, Part, ResponseFormat, Role, Setting, Tool, ToolChoice,
 };
 
 /// The API version baton's wire format follows.
@@ -203,7 +203,7 @@ fn unsupported(req: &ChatRequest) -> Vec<Field> {
     let mut out: Vec<Field> =
         req.extra.iter().filter(|(_, value)| !asks_nothing(value)).map(|(name, _)| Field::top(name)).collect();
     if req.temperature.is_some_and(|t| t > MAX_TEMPERATURE) {
-        out.push(Field::top("temperature"));
+        out.push(req.field(Setting::Temperature));
     }
     for (i, message) in req.messages.iter().enumerate() {
         out.extend(message.extra.iter().filter(|(_, v)| !asks_nothing(v)).map(|(name, _)| Field::message(i, name)));
@@ -229,25 +229,27 @@ fn unsupported(req: &ChatRequest) -> Vec<Field> {
 fn thinking_conflicts(req: &ChatRequest) -> Vec<Field> {
     let Some(effort) = req.reasoning_effort.as_deref() else { return Vec::new() };
     let Some(budget) = thinking_budget(effort) else {
-        return if NO_THINKING.contains(&effort) { Vec::new() } else { vec![Field::top("reasoning_effort")] };
+        return if NO_THINKING.contains(&effort) { Vec::new() } else { vec![req.field(Setting::ReasoningEffort)] };
     };
-    let limit = match req.limit_field {
-        LimitField::MaxTokens => "max_tokens",
-        LimitField::MaxCompletionTokens => "max_completion_tokens",
+    // Each named as the client wrote it (a Gemini client's `generationConfig.temperature`).
+    let word = |setting| req.dialect.word(setting);
+    let limit = match (req.dialect, req.limit_field) {
+        (ClientDialect::ChatCompletions, LimitField::MaxCompletionTokens) => "max_completion_tokens",
+        _ => word(Setting::MaxTokens),
     };
     let last_assistant = req.messages.iter().rev().find(|m| m.role == Role::Assistant);
     let conflicts = [
         (limit, req.max_tokens.is_some_and(|max| max <= budget)),
-        ("temperature", req.temperature.is_some()),
-        ("top_k", req.top_k.is_some()),
-        ("top_p", req.top_p.is_some_and(|p| p < MIN_THINKING_TOP_P)),
-        ("tool_choice", matches!(req.tool_choice, Some(ToolChoice::Required | ToolChoice::Function(_)))),
+        (word(Setting::Temperature), req.temperature.is_some()),
+        (word(Setting::TopK), req.top_k.is_some()),
+        (word(Setting::TopP), req.top_p.is_some_and(|p| p < MIN_THINKING_TOP_P)),
+        (word(Setting::ToolChoice), matches!(req.tool_choice, Some(ToolChoice::Required | ToolChoice::Function(_)))),
         ("tool_calls", last_assistant.is_some_and(|m| !m.tool_calls.is_empty())),
     ];
     conflicts
         .into_iter()
         .filter(|(_, conflicts)| *conflicts)
-        .map(|(with, _)| Field::Together("reasoning_effort".to_owned(), with.to_owned()))
+        .map(|(with, _)| Field::Together(word(Setting::ReasoningEffort).to_owned(), with.to_owned()))
         .collect()
 }
 

@@ -6,6 +6,7 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createServer, request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
@@ -71,6 +72,49 @@ export function serveRoute(key, route, targets, routeExtra = "") {
 export async function recorded(mock) {
   const response = await fetch(`http://${mock.addr}/__requests`);
   return response.json();
+}
+
+/**
+ * A proxy in front of `upstream` (host:port) that passes every request and
+ * answer through as they stream and keeps `{method, path, headers, body,
+ * status, answerHeaders}` of each (a JSON body parsed); resolves with its
+ * address, the list and `close()`.
+ */
+export function recordingProxy(upstream) {
+  const [host, port] = upstream.split(":");
+  const exchanges = [];
+  const server = createServer((req, res) => {
+    const chunks = [];
+    req.on("data", (chunk) => chunks.push(chunk));
+    req.on("end", () => {
+      const raw = Buffer.concat(chunks);
+      const exchange = { method: req.method, path: req.url, headers: req.headers, body: parseJson(raw.toString("utf8")) };
+      exchanges.push(exchange);
+      const forward = request({ host, port, method: req.method, path: req.url, headers: req.headers }, (answer) => {
+        exchange.status = answer.statusCode;
+        exchange.answerHeaders = answer.headers;
+        res.writeHead(answer.statusCode, answer.headers);
+        answer.pipe(res);
+      });
+      forward.on("error", () => res.destroy());
+      forward.end(raw);
+    });
+  });
+  const close = () => {
+    server.close();
+    server.closeAllConnections();
+  };
+  return new Promise((resolve) => {
+    server.listen(0, "127.0.0.1", () => resolve({ addr: `127.0.0.1:${server.address().port}`, exchanges, close }));
+  });
+}
+
+function parseJson(text) {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
 }
 
 /** Starts the providers and the gateway; `stop()` ends them all. */
