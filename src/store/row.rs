@@ -14,7 +14,7 @@ pub struct RequestRow {
     pub time_ms: i64,
     /// The client key's name, when the request presented a valid one.
     pub key: Option<String>,
-    /// The API the client spoke (`openai_chat`, `anthropic_messages`, `openai_responses`).
+    /// The API the client spoke (`openai_chat`, `anthropic_messages`, `openai_responses`, `gemini`).
     pub dialect: &'static str,
     /// The route that served it (after a budget's downgrade), once known.
     pub route: Option<String>,

@@ -5,7 +5,9 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { chromium } from "playwright-core";
 
@@ -14,31 +16,33 @@ const BATON = process.env.BATON_BIN ?? `${here}../../target/debug/baton`;
 const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
 const ARTIFACTS = `${here}artifacts`;
 
-function startDemo() {
-  const proc = spawn(BATON, ["demo", "--listen", "127.0.0.1:0"], {
+/** Starts `baton args…`; resolves with the process and its address once it serves. */
+function startBaton(args) {
+  const proc = spawn(BATON, args, {
     stdio: ["ignore", "ignore", "pipe"],
     env: { ...process.env, RUST_LOG: "info" },
   });
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error("baton demo did not start")), 20000);
+    const timer = setTimeout(() => reject(new Error(`baton ${args[0]} did not start`)), 20000);
     createInterface({ input: proc.stderr }).on("line", (line) => {
       const match = /is serving.*listen=(\S+)/.exec(line);
       if (match) {
         clearTimeout(timer);
-        resolve({ proc, url: `http://${match[1]}/` });
+        resolve({ proc, addr: match[1], url: `http://${match[1]}/` });
       }
     });
-    proc.on("exit", (code) => reject(new Error(`baton demo exited with ${code}`)));
+    proc.on("exit", (code) => reject(new Error(`baton ${args[0]} exited with ${code}`)));
   });
 }
 
+const startDemo = () => startBaton(["demo", "--listen", "127.0.0.1:0"]);
+
+const CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+  "--disable-background-networking", "--disable-component-update", "--disable-sync"];
+
 test("the playground streams answers and the live status shows failovers", { timeout: 90000 }, async () => {
   const { proc, url } = await startDemo();
-  const browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-      "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-  });
+  const browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
   try {
     const page = await browser.newPage({ viewport: { width: 1280, height: 860 } });
     await page.goto(url);
@@ -84,5 +88,48 @@ test("the playground streams answers and the live status shows failovers", { tim
   } finally {
     await browser.close();
     proc.kill();
+  }
+});
+
+test("with client keys, the playground says it needs one and works with it, on a phone and a desktop", { timeout: 90000 }, async () => {
+  const mock = await startBaton(["mock", "--kind", "openai", "--listen", "127.0.0.1:0", "--marker", "keyed",
+    "--tokens", "3", "--first-token-ms", "5", "--gap-ms", "2"]);
+  const dir = mkdtempSync(join(tmpdir(), "baton-page-"));
+  const config = join(dir, "baton.toml");
+  const KEY = "sk-page-test-0123456789";
+  writeFileSync(config, `listen = "127.0.0.1:0"\n\n[[keys]]\nname = "page"\nkey = "${KEY}"\n\n` +
+    `[[providers]]\nname = "gpt"\nkind = "openai"\nbase_url = "http://${mock.addr}/v1"\n\n` +
+    `[[routes]]\nmodel = "chat"\ntargets = [{ provider = "gpt", model = "gpt-sim" }]\n`);
+  const serve = await startBaton(["serve", "--config", config]);
+  const browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+  try {
+    for (const [name, viewport] of [["phone", { width: 420, height: 860 }], ["desktop", { width: 1280, height: 860 }]]) {
+      const page = await browser.newPage({ viewport });
+      await page.goto(serve.url);
+      await page.waitForFunction(() => document.getElementById("state").textContent === "needs a key");
+      assert.match(await page.textContent("#route"), /needs a key/, `${name}: the route list says why it is empty`);
+      assert.ok(await page.isDisabled("#send"), `${name}: nothing to send without a key`);
+
+      await page.fill("#key", KEY);
+      await page.dispatchEvent("#key", "change");
+      await page.waitForFunction(() => document.querySelectorAll("#route option:not([disabled])").length > 0);
+      assert.equal(await page.inputValue("#route"), "chat");
+      await page.click("#send");
+      await page.waitForFunction(() => ["done", "failed", "cut off"].includes(document.getElementById("state").textContent),
+        null, { timeout: 20000 });
+      assert.equal(await page.textContent("#answer"), "keyed0 keyed1 keyed2", `${name}: the answer came with the key`);
+      assert.equal(await page.evaluate(() => sessionStorage.getItem("baton-client-key")), KEY, "kept in the tab's session");
+      assert.equal(await page.evaluate(() => localStorage.getItem("baton-client-key")), null, "and nowhere longer-lived");
+      const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+      assert.ok(overflow <= 0, `${name}: no sideways scroll (${overflow} px too wide)`);
+
+      mkdirSync(ARTIFACTS, { recursive: true });
+      await page.screenshot({ path: `${ARTIFACTS}/page-keyed-${name}.png`, fullPage: true });
+      await page.close();
+    }
+  } finally {
+    await browser.close();
+    serve.proc.kill();
+    mock.proc.kill();
   }
 });

@@ -270,9 +270,10 @@ fn tools(fields: &mut Fields, request: &mut ChatRequest) -> Result<(), ApiError>
             let name: String = declaration.need("name")?;
             let description = declaration.take("description")?;
             let parameters = match take::<Value>(&mut declaration, "parametersJsonSchema")? {
-                Some(schema) => schema,
-                None => declaration.take::<Value>("parameters")?.map(json_schema).unwrap_or(Value::Null),
+                Some(schema) => Some(schema),
+                None => declaration.take::<Value>("parameters")?,
             };
+            let parameters = parameters.map(json_schema).unwrap_or(Value::Null);
             request.tools.push(Tool { name, description, parameters, strict: None, cache: None });
         }
         for (name, value) in tool.map {
@@ -283,7 +284,9 @@ fn tools(fields: &mut Fields, request: &mut ChatRequest) -> Result<(), ApiError>
 }
 
 /// Gemini's OpenAPI `Schema` as JSON Schema: its type names are upper case
-/// (`OBJECT`), JSON Schema's lower.
+/// (`OBJECT`), JSON Schema's lower. Google takes them upper case in its
+/// JSON Schema fields too (the Gemini CLI sends them so), so those are read
+/// the same way.
 fn json_schema(schema: Value) -> Value {
     match schema {
         Value::Object(map) => Value::Object(
@@ -345,8 +348,9 @@ fn generation_config(config: &mut Fields, request: &mut ChatRequest) -> Result<(
     let mime = take::<String>(config, "responseMimeType")?;
     let schema = match take::<Value>(config, "responseJsonSchema")? {
         Some(schema) => Some(schema),
-        None => take::<Value>(config, "responseSchema")?.map(json_schema),
+        None => take::<Value>(config, "responseSchema")?,
     };
+    let schema = schema.map(json_schema);
     request.response_format = match (mime.as_deref(), schema) {
         (Some("application/json"), Some(schema)) => Some(ResponseFormat::JsonSchema(JsonSchema {
             name: "response".to_owned(),
@@ -404,4 +408,48 @@ fn thinking_config(thinking: &mut Fields, request: &mut ChatRequest) -> Result<(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::dialect::test_support::head;
+
+    fn parsed(body: Value) -> ChatRequest {
+        let head = head("/v1beta/models/chat:generateContent", http::HeaderMap::new());
+        parse(Bytes::from(body.to_string()), &head).unwrap_or_else(|err| panic!("{}", err.message())).request
+    }
+
+    #[test]
+    fn upper_case_schema_types_become_json_schema_s_wherever_they_come() {
+        let upper =
+            json!({ "type": "OBJECT", "properties": { "type": { "type": "STRING" }, "n": { "type": "INTEGER" } } });
+        let lower =
+            json!({ "type": "object", "properties": { "type": { "type": "string" }, "n": { "type": "integer" } } });
+        let request = parsed(json!({
+            "contents": [{ "parts": [{ "text": "hi" }] }],
+            "tools": [{ "functionDeclarations": [{ "name": "f", "parametersJsonSchema": upper }] }],
+            "generationConfig": { "responseMimeType": "application/json", "responseJsonSchema": upper },
+        }));
+        assert_eq!(request.tools[0].parameters, lower);
+        let Some(ResponseFormat::JsonSchema(schema)) = request.response_format else { panic!("a schema") };
+        assert_eq!(schema.schema, lower);
+    }
+
+    #[test]
+    fn snake_case_fields_and_integral_floats_are_read_as_google_reads_them() {
+        let request = parsed(json!({
+            "contents": [{ "role": "user", "parts": [{ "inline_data": { "mime_type": "image/png", "data": "iVBORw==" } }] }],
+            "generation_config": { "top_k": 40.0, "max_output_tokens": 64,
+                "thinking_config": { "include_thoughts": true, "thinking_budget": 1024 } },
+        }));
+        assert_eq!((request.top_k, request.max_tokens, request.thinking_budget), (Some(40), Some(64), Some(1024)));
+        assert_eq!(request.shows_reasoning, ReasoningShown::FromAny);
+        assert!(
+            matches!(&request.messages[0].content[0], Part::Image(image) if image.url == "data:image/png;base64,iVBORw==")
+        );
+        assert!(request.extra.is_empty(), "{:?}", request.extra);
+    }
 }

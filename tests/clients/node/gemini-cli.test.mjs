@@ -33,10 +33,11 @@
 // * `TMPDIR` in the throwaway HOME: the CLI writes a report of every failed
 //   request to the temporary directory (`gemini-client-error-*.json`).
 // * `GEMINI_CLI_NO_RELAUNCH=true`: otherwise the CLI runs itself again as a
-//   child process (to raise its heap limit) and the parent ignores SIGTERM,
-//   so killing it after the timeout would leave the child running.
+//   child process (to raise its heap limit), and the kill after the timeout
+//   would end the parent only and leave the child running.
 // * `-m <route>`: otherwise it asks for "auto", which is first a classifier
-//   model (`gemini-3.5-flash-lite`), then one of its own model names.
+//   model (`gemini-3.5-flash-lite`), then one of its own model names
+//   (`gemini-3.1-pro-preview`).
 
 import { after, test } from "node:test";
 import assert from "node:assert/strict";
@@ -90,8 +91,7 @@ const SETTINGS = {
  * Runs `gemini -p "say something" -m <route>` against baton at `addr`, in
  * a throwaway HOME (also its TMPDIR) and working directory holding
  * `./Paris`, stdin closed and only PATH, HOME, TMPDIR and the CLI's
- * settings in its environment; killed
- * after a minute.
+ * settings in its environment; killed after a minute.
  */
 function runGemini(addr, route) {
   const home = mkdtempSync(join(tmpdir(), "baton-gemini-home-"));
@@ -111,9 +111,14 @@ function runGemini(addr, route) {
   return runAgent(GEMINI, ["-p", "say something", "-m", route], { cwd, env, dirs: [home, cwd] });
 }
 
+/** How a run ended and what it printed, for a failed assertion's message. */
+function told(run) {
+  return `exit ${run.code}${run.timedOut ? " (killed after the timeout)" : ""}\nstdout: ${run.stdout}\nstderr: ${run.stderr}`;
+}
+
 /** Asserts the CLI exited 0 and printed the model's two answers: `words`, then the one about `./Paris`. */
 function assertAnswered(run, words) {
-  const said = `exit ${run.code}${run.timedOut ? " (killed after the timeout)" : ""}\nstdout: ${run.stdout}\nstderr: ${run.stderr}`;
+  const said = told(run);
   assert.equal(run.code, 0, `the Gemini CLI exits 0; got ${said}`);
   assert.deepEqual(run.stdout.trimEnd().split("\n"), [words, `the tool said: ${WEATHER}`],
     `it prints the model's first words, then its answer about the tool's result; got ${said}`);
@@ -209,7 +214,7 @@ test("gemini -p prints baton's error, in Google's shape, when every target fails
   const proxy = await gateway(ROUTE, [["gemini", failing]]);
 
   const run = await runGemini(proxy.addr, ROUTE);
-  const said = `exit ${run.code}${run.timedOut ? " (killed after the timeout)" : ""}\nstdout: ${run.stdout}\nstderr: ${run.stderr}`;
+  const said = told(run);
   assert.ok(!run.timedOut && run.code !== 0, `the Gemini CLI fails at once; got ${said}`);
   assert.equal(run.stdout, "", "and prints no answer");
 
