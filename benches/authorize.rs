@@ -37,25 +37,6 @@ fn credential(settings: &Settings<'_>) -> Arc<dyn Credential> {
     settings.kind.adapter().configure(settings).expect("configures").credential.expect("a credential")
 }
 
-/// Settings of `kind` with nothing set, for the caller to amend.
-fn bare(kind: ProviderKind) -> Settings<'static> {
-    Settings {
-        kind,
-        base_url: None,
-        api_key: None,
-        region: None,
-        project: None,
-        api_version: None,
-        credentials_file: None,
-        credentials: None,
-        aws_access_key_id: None,
-        aws_secret_access_key: None,
-        aws_session_token: None,
-        env: &|_| None,
-        secrets_optional: false,
-    }
-}
-
 fn main() {
     let runtime =
         tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("a runtime");
@@ -67,7 +48,7 @@ fn main() {
         Secret::new("wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"),
         Secret::new("session-token"),
     );
-    let mut bedrock = bare(ProviderKind::Bedrock);
+    let mut bedrock = Settings::bare(ProviderKind::Bedrock, &|_| None);
     bedrock.region = Some("us-east-1");
     bedrock.aws_access_key_id = Some(&access);
     bedrock.aws_secret_access_key = Some(&secret);
@@ -85,7 +66,7 @@ fn main() {
     let vertex = runtime.block_on(MockProvider::new(ProviderKind::Vertex).spawn()).expect("a simulated Vertex");
     let keys = ProviderKind::Vertex.simulated().config_keys(vertex.addr());
     let file = key_file(&keys);
-    let mut settings = bare(ProviderKind::Vertex);
+    let mut settings = Settings::bare(ProviderKind::Vertex, &|_| None);
     settings.region = Some("us-east5");
     settings.project = Some("baton-simulated");
     settings.credentials_file = Some(&file);

@@ -8,24 +8,27 @@ mod support;
 
 use std::time::Duration;
 
-use baton::mock::{Fault, MockProvider, Schedule};
+use baton::mock::{Fault, MockHandle, MockProvider, Schedule};
 use baton::providers::ProviderKind;
 use support::{ChatConfig, Proxy, Spawned, chat_body, metrics, post_chat, run, sample_with};
 
 const HARD_LIMIT: Duration = Duration::from_secs(20);
 
+/// A simulated Vertex whose first request meets `fault`, then a spare
+/// OpenAI-kind target, behind one route.
+async fn vertex_then_spare(vertex: MockProvider, fault: Fault) -> (MockHandle, MockHandle, Proxy) {
+    let vertex = vertex.fault(fault).schedule(Schedule::FirstRequests(1)).spawned().await;
+    let spare = MockProvider::openai().marker("spare").spawned().await;
+    let config = ChatConfig::new().mock("vertex", &vertex).mock("spare", &spare);
+    let proxy = Proxy::start(&config.toml()).await;
+    (vertex, spare, proxy)
+}
+
 #[test]
 fn a_rejected_token_is_fetched_again_for_the_next_request() {
     run(HARD_LIMIT, async {
-        let vertex = MockProvider::new(ProviderKind::Vertex)
-            .api_key("ya29.issued")
-            .fault(Fault::Unauthorized)
-            .schedule(Schedule::FirstRequests(1))
-            .spawned()
-            .await;
-        let spare = MockProvider::openai().marker("spare").spawned().await;
-        let config = ChatConfig::new().mock("vertex", &vertex).mock("spare", &spare);
-        let proxy = Proxy::start(&config.toml()).await;
+        let issuing = MockProvider::new(ProviderKind::Vertex).api_key("ya29.issued");
+        let (vertex, _spare, proxy) = vertex_then_spare(issuing, Fault::Unauthorized).await;
 
         let first = post_chat(&proxy, &chat_body(true)).await;
         assert_eq!(first.status, 200, "{}", first.raw);
@@ -134,14 +137,8 @@ fn the_simulated_bedrock_recomputes_each_signature_and_refuses_a_wrong_one() {
 #[test]
 fn a_throttled_token_exchange_is_an_auth_failure_that_fails_over_at_once() {
     run(HARD_LIMIT, async {
-        let vertex = MockProvider::new(ProviderKind::Vertex)
-            .fault(Fault::TokenThrottled)
-            .schedule(Schedule::FirstRequests(1))
-            .spawned()
-            .await;
-        let spare = MockProvider::openai().marker("spare").spawned().await;
-        let config = ChatConfig::new().mock("vertex", &vertex).mock("spare", &spare);
-        let proxy = Proxy::start(&config.toml()).await;
+        let (vertex, _spare, proxy) =
+            vertex_then_spare(MockProvider::new(ProviderKind::Vertex), Fault::TokenThrottled).await;
 
         let first = post_chat(&proxy, &chat_body(true)).await;
         assert_eq!(first.header("x-baton-provider"), "spare", "{}", first.raw);

@@ -15,7 +15,7 @@ use tower::ServiceExt;
 
 use super::chat::route_for;
 use super::extract::{Caller, JsonContent, Refused};
-use super::{AppState, error, knocked};
+use super::{AppState, error, knocked, model_names, visible_model};
 use crate::dialect::ApiError;
 use crate::dialect::gemini::{self, GeminiApi};
 
@@ -64,16 +64,11 @@ async fn count_tokens(
 pub(super) async fn models(State(state): State<AppState>, request: Request) -> Response {
     let (head, _) = request.into_parts();
     let config = state.config();
-    let listed = config.access.keys.identify_presented(gemini::presented_key(&head)).map(|key| {
-        let names: Vec<&str> = config
-            .routes
-            .iter()
-            .filter(|route| key.is_none_or(|key| key.allows(&route.model)))
-            .flat_map(|route| std::iter::once(&route.model).chain(&route.aliases))
-            .map(String::as_str)
-            .collect();
-        gemini::model_list(&names)
-    });
+    let listed = config
+        .access
+        .keys
+        .identify_presented(gemini::presented_key(&head))
+        .map(|key| gemini::model_list(&model_names(&config, key)));
     match listed {
         Ok(list) => Json(list).into_response(),
         Err(denied) => error::respond::<GeminiApi>(ApiError::denied(denied)),
@@ -89,16 +84,8 @@ pub(super) async fn model(
     let (head, _) = request.into_parts();
     let config = state.config();
     let id = gemini::route_name(&id);
-    let found =
-        config.access.keys.identify_presented(gemini::presented_key(&head)).map_err(ApiError::denied).and_then(|key| {
-            let visible =
-                |route: &&std::sync::Arc<crate::config::Route>| key.is_none_or(|key| key.allows(&route.model));
-            if config.route(id).filter(visible).is_none() {
-                let known: Vec<&str> = config.routes.iter().filter(visible).map(|route| route.model.as_str()).collect();
-                return Err(ApiError::unknown_model(id, &known));
-            }
-            Ok(gemini::model_json(id))
-        });
+    let key = config.access.keys.identify_presented(gemini::presented_key(&head)).map_err(ApiError::denied);
+    let found = key.and_then(|key| visible_model(&config, key, id)).map(|()| gemini::model_json(id));
     match found {
         Ok(model) => Json(model).into_response(),
         Err(error) => error::respond::<GeminiApi>(error),

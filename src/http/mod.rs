@@ -29,6 +29,7 @@ use axum::routing::{MethodRouter, get, post};
 use axum::{Json, Router};
 use serde_json::json;
 
+use crate::access::ClientKey;
 use crate::dialect::anthropic::AnthropicMessages;
 use crate::dialect::gemini::GeminiApi;
 use crate::dialect::openai::OpenAiChat;
@@ -161,14 +162,7 @@ async fn models(State(state): State<AppState>, request: Request) -> Response {
     let anthropic = crate::dialect::anthropic::is_anthropic(headers);
     let config = state.config();
     let listed = config.access.keys.identify(headers).map_err(ApiError::denied).map(|key| {
-        // A key sees the routes it may use, each under its name and its aliases.
-        let names: Vec<&str> = config
-            .routes
-            .iter()
-            .filter(|route| key.is_none_or(|key| key.allows(&route.model)))
-            .flat_map(|route| std::iter::once(&route.model).chain(&route.aliases))
-            .map(String::as_str)
-            .collect();
+        let names = model_names(&config, key);
         if anthropic {
             return crate::dialect::anthropic::model_list(&names);
         }
@@ -193,14 +187,32 @@ async fn model(
     let anthropic = crate::dialect::anthropic::is_anthropic(headers);
     let config = state.config();
     let found = config.access.keys.identify(headers).map_err(ApiError::denied).and_then(|key| {
-        let visible = |route: &&std::sync::Arc<crate::config::Route>| key.is_none_or(|key| key.allows(&route.model));
-        if config.route(&id).filter(visible).is_none() {
-            let known: Vec<&str> = config.routes.iter().filter(visible).map(|route| route.model.as_str()).collect();
-            return Err(ApiError::unknown_model(&id, &known));
-        }
+        visible_model(&config, key, &id)?;
         Ok(if anthropic { crate::dialect::anthropic::model_json(&id) } else { openai_model(&id) })
     });
     json_or_error(anthropic, found)
+}
+
+/// What a key sees as models: each route it may use, under its name and its aliases.
+fn model_names<'a>(config: &'a crate::config::Config, key: Option<&ClientKey>) -> Vec<&'a str> {
+    config
+        .routes
+        .iter()
+        .filter(|route| key.is_none_or(|key| key.allows(&route.model)))
+        .flat_map(|route| std::iter::once(&route.model).chain(&route.aliases))
+        .map(String::as_str)
+        .collect()
+}
+
+/// Whether model `id` is a route (or alias) `key` may use; else the error
+/// that lists those it may.
+fn visible_model(config: &crate::config::Config, key: Option<&ClientKey>, id: &str) -> Result<(), ApiError> {
+    let visible = |route: &&std::sync::Arc<crate::config::Route>| key.is_none_or(|key| key.allows(&route.model));
+    if config.route(id).filter(visible).is_none() {
+        let known: Vec<&str> = config.routes.iter().filter(visible).map(|route| route.model.as_str()).collect();
+        return Err(ApiError::unknown_model(id, &known));
+    }
+    Ok(())
 }
 
 /// A route as OpenAI's model object.

@@ -46,11 +46,10 @@ pub struct Settings<'a> {
     pub secrets_optional: bool,
 }
 
-#[cfg(test)]
 impl<'a> Settings<'a> {
     /// An entry of `kind` with nothing set but what `env` holds: what a
-    /// kind's tests amend.
-    pub(super) fn bare(kind: ProviderKind, env: &'a dyn Fn(&str) -> Option<String>) -> Self {
+    /// kind's tests and the benchmarks amend.
+    pub fn bare(kind: ProviderKind, env: &'a dyn Fn(&str) -> Option<String>) -> Self {
         Settings {
             kind,
             base_url: None,

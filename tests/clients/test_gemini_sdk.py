@@ -9,9 +9,11 @@ import pytest
 from google import genai
 from google.genai import errors, types
 
-from processes import start_mock
 from shapes import KINDS, expected, tool_names_sent, tool_result_sent
-from test_openai_sdk import serve, stop
+# The Anthropic SDK's gateway: a client key, a route "chat" that fails over
+# from a failing Anthropic target to an OpenAI one ("py0 py1 py2 py3"), and a
+# route "breaks" whose Gemini target cuts its answer after three tokens.
+from test_anthropic_sdk import gateway  # noqa: F401 (a fixture)
 
 ROUTES = list(KINDS)
 VERSIONS = ["v1", "v1beta"]
@@ -81,51 +83,6 @@ def test_an_unknown_model_is_not_found(client):
     with pytest.raises(errors.ClientError) as raised:
         client.models.generate_content(model="nope", contents="hi")
     assert raised.value.code == 404 and raised.value.status == "NOT_FOUND"
-
-
-@pytest.fixture(scope="module")
-def gateway():
-    """A baton with a client key, a route that fails over and one that breaks mid-stream."""
-    procs = []
-    try:
-        healthy, healthy_addr = start_mock("openai", "py", "--tokens", "4", "--first-token-ms", "5")
-        flaky, flaky_addr = start_mock("anthropic", "leak", "--fault", "http_5xx")
-        broken, broken_addr = start_mock("gemini", "cut", "--tokens", "10", "--fault", "midstream_close")
-        procs += [healthy, flaky, broken]
-        proxy, addr = serve(f"""
-listen = "127.0.0.1:0"
-
-[[keys]]
-name = "agent"
-key = "sk-agent-test-0123456789"
-
-[[providers]]
-name = "healthy"
-kind = "openai"
-base_url = "http://{healthy_addr}/v1"
-
-[[providers]]
-name = "flaky"
-kind = "anthropic"
-base_url = "http://{flaky_addr}"
-
-[[providers]]
-name = "broken"
-kind = "gemini"
-base_url = "http://{broken_addr}"
-
-[[routes]]
-model = "chat"
-targets = [{{ provider = "flaky", model = "claude-sim" }}, {{ provider = "healthy", model = "gpt-sim" }}]
-
-[[routes]]
-model = "breaks"
-targets = [{{ provider = "broken", model = "gemini-sim" }}]
-""")
-        procs.append(proxy)
-        yield f"http://{addr}"
-    finally:
-        stop(procs)
 
 
 @pytest.mark.parametrize("version", VERSIONS)

@@ -29,11 +29,11 @@
 import { after, test } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtempSync, writeFileSync } from "node:fs";
-import { createServer, request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
-  assertAgentAnswered, assertChatToolRoundTrip, assertMessagesToolRoundTrip, recorded, runAgent, serveRoute, startMock, textOf,
+  assertAgentAnswered, assertChatToolRoundTrip, assertMessagesToolRoundTrip, recorded, recordingProxy as sharedRecordingProxy,
+  runAgent, serveRoute, startMock, textOf,
 } from "./gateway.mjs";
 
 const here = new URL(".", import.meta.url).pathname;
@@ -61,43 +61,11 @@ async function gateway(route, targets, routeExtra = "") {
   return addr;
 }
 
-/**
- * A proxy in front of `upstream` (host:port) that passes every request and
- * answer through as they stream and keeps `{method, path, headers, body,
- * status, answerHeaders}` of each; resolves with its address and the list.
- */
-function recordingProxy(upstream) {
-  const [host, port] = upstream.split(":");
-  const exchanges = [];
-  const server = createServer((req, res) => {
-    const chunks = [];
-    req.on("data", (chunk) => chunks.push(chunk));
-    req.on("end", () => {
-      const raw = Buffer.concat(chunks);
-      const exchange = { method: req.method, path: req.url, headers: req.headers, body: parse(raw.toString("utf8")) };
-      exchanges.push(exchange);
-      const forward = request({ host, port, method: req.method, path: req.url, headers: req.headers }, (answer) => {
-        exchange.status = answer.statusCode;
-        exchange.answerHeaders = answer.headers;
-        res.writeHead(answer.statusCode, answer.headers);
-        answer.pipe(res);
-      });
-      forward.on("error", () => res.destroy());
-      forward.end(raw);
-    });
-  });
-  stops.push(() => server.close());
-  return new Promise((resolve) => {
-    server.listen(0, "127.0.0.1", () => resolve({ addr: `127.0.0.1:${server.address().port}`, exchanges }));
-  });
-}
-
-function parse(text) {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return text;
-  }
+/** The shared recording proxy in front of `upstream`, stopped after the tests. */
+async function recordingProxy(upstream) {
+  const proxy = await sharedRecordingProxy(upstream);
+  stops.push(proxy.close);
+  return proxy;
 }
 
 /** Codex's config.toml: `model` from a provider "baton" at `addr`. */
