@@ -188,11 +188,11 @@ impl<'a> Message<'a> {
             .checked_add(be32(whole, 4) as usize)
             .filter(|at| *at <= end)
             .ok_or("the headers overrun the message")?;
-        // A block all ASCII (lengths and types included, as Bedrock's are)
-        // has UTF-8 names and strings whatever they are; any other has each checked.
         let headers = &whole[PRELUDE..headers_end];
         let (mut message_type, mut event_type) = (None, None);
         let mut block = headers;
+        // A block all ASCII (lengths and types included, as Bedrock's are)
+        // has UTF-8 names and strings whatever they are; any other has each checked.
         let is_ascii = block.is_ascii();
         while !block.is_empty() {
             let (Header { name, kind, value }, rest) = split_header(block)?;
