@@ -158,6 +158,26 @@ fn header_secret(
     }
 }
 
+impl RawProvider {
+    /// The settings a provider's kind reads ([`Settings`]), each by its key
+    /// with where it is written: a kind refuses one by its key, and the
+    /// refusal is reported at its line.
+    fn kind_settings(&self) -> [(&'static str, Option<&Spanned<String>>); 10] {
+        [
+            ("base_url", self.base_url.as_ref()),
+            ("api_key", self.api_key.as_ref()),
+            ("region", self.region.as_ref()),
+            ("project", self.project.as_ref()),
+            ("api_version", self.api_version.as_ref()),
+            ("credentials_file", self.credentials_file.as_ref()),
+            ("credentials", self.credentials.as_ref()),
+            ("aws_access_key_id", self.aws_access_key_id.as_ref()),
+            ("aws_secret_access_key", self.aws_secret_access_key.as_ref()),
+            ("aws_session_token", self.aws_session_token.as_ref()),
+        ]
+    }
+}
+
 /// What the provider's kind makes of its settings; a setting it refuses
 /// is reported at that setting's line.
 fn account(
@@ -199,19 +219,7 @@ fn account(
         secrets_optional: check.secrets_optional,
     };
     kind.adapter().configure(&settings).map_err(|refusal| {
-        let at = match refusal.key {
-            "base_url" => raw.base_url.as_ref(),
-            "api_key" => raw.api_key.as_ref(),
-            "region" => raw.region.as_ref(),
-            "project" => raw.project.as_ref(),
-            "api_version" => raw.api_version.as_ref(),
-            "credentials_file" => raw.credentials_file.as_ref(),
-            "credentials" => raw.credentials.as_ref(),
-            "aws_access_key_id" => raw.aws_access_key_id.as_ref(),
-            "aws_secret_access_key" => raw.aws_secret_access_key.as_ref(),
-            "aws_session_token" => raw.aws_session_token.as_ref(),
-            _ => None,
-        };
+        let at = raw.kind_settings().into_iter().find_map(|(name, at)| (name == refusal.key).then_some(at)).flatten();
         let name = key(refusal.key);
         match at {
             Some(at) => check.error(at, name, refusal.message),
@@ -305,4 +313,22 @@ fn read_capped(path: &Path) -> Result<Vec<u8>, String> {
         return Err(format!("is larger than {} MiB, too large for a CA file", CA_FILE_LIMIT / 1024 / 1024));
     }
     Ok(pem)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_setting_its_kind_refuses_is_reported_at_its_own_line() {
+        for (setting, value) in
+            [("api_version", "\"2024-10-21\""), ("region", "\"us-east-1\""), ("credentials", "\"metadata\"")]
+        {
+            let text = format!(
+                "[[providers]]\nname = \"p\"\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n{setting} = {value}\n\n\
+                 [[routes]]\nmodel = \"chat\"\ntargets = [{{ provider = \"p\", model = \"m\" }}]\n"
+            );
+            let error = crate::config::parse(&text, "t.toml", &|_| None).err().map(|err| err.to_string());
+            let error = error.unwrap_or_default();
+            assert!(error.starts_with(&format!("t.toml:5: providers[0].{setting}:")), "{error}");
+        }
+    }
 }
