@@ -51,16 +51,20 @@ pub struct Candidate<'a> {
     pub last_resort: bool,
 }
 
-/// Why a candidate was passed over.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Why a candidate was passed over: the attempt's failure, sent nowhere.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum SkipReason {
     /// Its circuit breaker is open.
+    #[error("skipped: the circuit breaker is open")]
     BreakerOpen,
     /// It asked, with `Retry-After`, for no requests for this much longer.
+    #[error("skipped: rate limited for {} ms more", .0.as_millis())]
     CoolingDown(Duration),
     /// Its quota (requests or tokens per minute) has no room for this much longer.
+    #[error("skipped: over its quota for {} ms more", .0.as_millis())]
     OverQuota(Duration),
     /// Its declared context window cannot hold the request's estimate.
+    #[error("skipped: the request needs about {needed} tokens, the context window holds {window}")]
     ContextWindow {
         /// The estimated tokens: input, plus `max_tokens` or the default reserve.
         needed: u64,
@@ -75,6 +79,25 @@ impl SkipReason {
     /// tried again then).
     pub fn yields_to_last_resort(self) -> bool {
         matches!(self, SkipReason::BreakerOpen | SkipReason::CoolingDown(_))
+    }
+
+    /// What the skip decides, as a failure's class: never charged to the
+    /// provider, and a rate limit when the provider or its quota asked for a wait.
+    pub fn class(self) -> Class {
+        match self {
+            SkipReason::BreakerOpen => Class { skip: true, ..Class::baton("breaker_open") },
+            SkipReason::CoolingDown(_) => Class { skip: true, rate_limited: true, ..Class::baton("cooling_down") },
+            SkipReason::OverQuota(_) => Class { skip: true, rate_limited: true, ..Class::baton("over_quota") },
+            SkipReason::ContextWindow { .. } => Class { skip: true, ..Class::baton("context_window") },
+        }
+    }
+
+    /// How long until the provider takes requests again, when it or its quota said.
+    pub fn retry_after(self) -> Option<Duration> {
+        match self {
+            SkipReason::CoolingDown(wait) | SkipReason::OverQuota(wait) => Some(wait),
+            SkipReason::BreakerOpen | SkipReason::ContextWindow { .. } => None,
+        }
     }
 }
 

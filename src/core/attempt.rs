@@ -83,7 +83,7 @@ impl Pipeline {
         let tickets = match self.admit(&candidate).await {
             Ok(tickets) => tickets,
             Err(skip) => {
-                let failure = Failure::skipped(skip.reason);
+                let failure = Failure::Skipped(skip.reason);
                 self.report(attempt, Err(&failure), None);
                 return Err((failure, skip.reason.yields_to_last_resort().then_some(skip.recovers_at)));
             }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use thiserror::Error;
 
 use super::{AttemptRecord, Failure};
+use crate::admission::SkipReason;
 use crate::providers::ProviderError;
 
 /// Why a request got no answer; the HTTP layer turns it into a response.
@@ -84,12 +85,14 @@ impl ProxyError {
         };
         // A target that cannot take the request says nothing of why the others failed.
         let others = || {
-            attempts.iter().filter(|a| !matches!(a.failure, Failure::ContextWindow { .. } | Failure::Unsupported(_)))
+            attempts.iter().filter(|a| {
+                !matches!(a.failure, Failure::Skipped(SkipReason::ContextWindow { .. }) | Failure::Unsupported(_))
+            })
         };
         let all = |test: fn(&Failure) -> bool| others().next().is_some() && others().all(|a| test(&a.failure));
         if all(|f| f.class().rate_limited) {
             429
-        } else if all(|f| matches!(f, Failure::BreakerOpen)) {
+        } else if all(|f| matches!(f, Failure::Skipped(SkipReason::BreakerOpen))) {
             503
         } else if all(|f| f.class().timed_out) {
             504
@@ -135,7 +138,7 @@ impl ProxyError {
 /// The largest estimate among context-window skips (they are of one request).
 fn needed(skips: &[AttemptRecord]) -> u64 {
     let estimate = |a: &AttemptRecord| match a.failure {
-        Failure::ContextWindow { needed, .. } => needed,
+        Failure::Skipped(SkipReason::ContextWindow { needed, .. }) => needed,
         _ => 0,
     };
     skips.iter().map(estimate).max().unwrap_or(0)
@@ -146,11 +149,11 @@ fn needed(skips: &[AttemptRecord]) -> u64 {
 fn too_long(records: &[AttemptRecord]) -> String {
     let said = |a: &AttemptRecord| format!("{} ({}) said the prompt is too long", a.provider, a.model);
     let window = |a: &AttemptRecord| match a.failure {
-        Failure::ContextWindow { window, .. } => format!("{} ({}) {window}", a.provider, a.model),
+        Failure::Skipped(SkipReason::ContextWindow { window, .. }) => format!("{} ({}) {window}", a.provider, a.model),
         _ => said(a),
     };
     let each = records.iter().map(window).collect::<Vec<_>>().join(", ");
-    if records.iter().all(|a| matches!(a.failure, Failure::ContextWindow { .. })) {
+    if records.iter().all(|a| matches!(a.failure, Failure::Skipped(SkipReason::ContextWindow { .. }))) {
         format!(
             "the request needs about {} tokens (its input estimated at 4 characters a token, plus max_tokens or {} reserved for the answer), more than any target's context window holds: {each}",
             needed(records),

@@ -42,29 +42,16 @@ pub enum Failure {
     /// An answer sent whole grew past `max_answer_bytes`.
     #[error("the answer is larger than the limit of {0} bytes")]
     AnswerTooLarge(usize),
-    /// Skipped: the provider's circuit breaker is open.
-    #[error("skipped: the circuit breaker is open")]
-    BreakerOpen,
-    /// Skipped: the provider's quota has no room for this much longer.
-    #[error("skipped: over its quota for {} ms more", .0.as_millis())]
-    OverQuota(Duration),
-    /// Skipped: the provider asked for no requests until this much later.
-    #[error("skipped: rate limited for {} ms more", .0.as_millis())]
-    CoolingDown(Duration),
     /// The answer is not the JSON the request asked for.
     #[error("the answer is not valid for the requested format: {0}")]
     InvalidOutput(String),
     /// Skipped: the target cannot honour these fields of the request.
     #[error("skipped: cannot honour {}", list(.0))]
     Unsupported(Vec<Field>),
-    /// Skipped: the target's declared context window cannot hold the request.
-    #[error("skipped: the request needs about {needed} tokens, the context window holds {window}")]
-    ContextWindow {
-        /// The request's estimate, output reserve included.
-        needed: u64,
-        /// The target's declared window.
-        window: u64,
-    },
+    /// Passed over by admission, without a request: its breaker, a wait
+    /// it asked for, its quota, or its context window.
+    #[error(transparent)]
+    Skipped(#[from] SkipReason),
     /// The proxy is shutting down and its grace period is over.
     #[error("the proxy is shutting down")]
     ShuttingDown,
@@ -82,16 +69,6 @@ pub enum Failure {
 }
 
 impl Failure {
-    /// The failure recorded for a candidate admission passed over.
-    pub fn skipped(reason: SkipReason) -> Self {
-        match reason {
-            SkipReason::BreakerOpen => Failure::BreakerOpen,
-            SkipReason::CoolingDown(left) => Failure::CoolingDown(left),
-            SkipReason::OverQuota(left) => Failure::OverQuota(left),
-            SkipReason::ContextWindow { needed, window } => Failure::ContextWindow { needed, window },
-        }
-    }
-
     /// What this failure decides, in one place (see [`Class`]). A drill
     /// decides as the failure it stands for, except that it never charges
     /// the provider's breaker; a stream that could not be resumed keeps the
@@ -106,12 +83,9 @@ impl Failure {
             Failure::RefusedByFilter => Class { charge_breaker: false, ..Class::upstream("refused_by_filter") },
             Failure::RequestTimeout(_) => Class { timed_out: true, ..Class::baton("request_timeout") },
             Failure::AnswerTooLarge(_) => Class::baton("answer_too_large"),
-            Failure::BreakerOpen => Class { skip: true, ..Class::baton("breaker_open") },
-            Failure::CoolingDown(_) => Class { skip: true, rate_limited: true, ..Class::baton("cooling_down") },
-            Failure::OverQuota(_) => Class { skip: true, rate_limited: true, ..Class::baton("over_quota") },
+            Failure::Skipped(reason) => reason.class(),
             Failure::Unsupported(_) => Class { skip: true, ..Class::baton("unsupported") },
             Failure::InvalidOutput(_) => Class { charge_breaker: false, ..Class::upstream("invalid_output") },
-            Failure::ContextWindow { .. } => Class { skip: true, ..Class::baton("context_window") },
             Failure::ShuttingDown => Class::baton("shutting_down"),
             Failure::Unresumed { broke, .. } => Class { charge_breaker: false, ..broke.class() },
             Failure::Drill(real) => Class { label: "drill", charge_breaker: false, ..real.class() },
@@ -162,7 +136,7 @@ impl Failure {
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
             Failure::Provider(ProviderError::RateLimited { retry_after, .. }) => *retry_after,
-            Failure::CoolingDown(wait) | Failure::OverQuota(wait) => Some(*wait),
+            Failure::Skipped(reason) => reason.retry_after(),
             _ => None,
         }
     }

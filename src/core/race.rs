@@ -13,6 +13,7 @@ use tokio::time::{Instant, sleep_until};
 
 use super::turn::TargetRun;
 use super::{AttemptRecord, ProxyError};
+use crate::admission::SkipReason;
 use crate::config::Target;
 use crate::providers::ProviderError;
 
@@ -159,7 +160,7 @@ impl Failures {
         let too_small = |record: &AttemptRecord| {
             matches!(
                 record.failure,
-                super::Failure::ContextWindow { .. }
+                super::Failure::Skipped(SkipReason::ContextWindow { .. })
                     | super::Failure::Provider(ProviderError::BadRequest { context_length: true, .. })
             )
         };
