@@ -91,6 +91,12 @@ async fn rows(server: &impl Server, count: usize) -> Vec<Value> {
     body["data"].as_array().cloned().unwrap()
 }
 
+/// Whether a row is a drill's: recorded under the drill key, or with a
+/// drilled attempt.
+fn is_drill(row: &Value) -> bool {
+    row["key"] == "drill" || row["attempt_log"].as_array().is_some_and(|log| log.iter().any(|a| a["class"] == "drill"))
+}
+
 /// A row's text field, `-` when empty.
 fn name(row: &Value, field: &str) -> String {
     row[field].as_str().unwrap_or("-").to_owned()
@@ -105,13 +111,13 @@ fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
 }
 
-/// The rows' requests, failovers and mean first token per provider and minute.
+/// The rows' requests, failovers (drills' left out) and mean first token per provider and minute.
 fn expected_activity(rows: &[Value]) -> BTreeMap<(String, String), (i64, i64, Option<f64>)> {
     let mut sums: BTreeMap<(String, String), (i64, i64, f64, i64)> = BTreeMap::new();
     for row in rows {
         let entry = sums.entry((name(row, "provider"), bucket(row, 60_000))).or_default();
         entry.0 += 1;
-        entry.1 += i64::from(row["attempts"].as_i64().unwrap() > 1);
+        entry.1 += i64::from(row["attempts"].as_i64().unwrap() > 1 && !is_drill(row));
         if let Some(ttft) = row["ttft_ms"].as_i64() {
             (entry.2, entry.3) = (entry.2 + ttft as f64, entry.3 + 1);
         }
@@ -145,7 +151,15 @@ async fn history_sums_what_was_sent(backend: Backend) {
     ] {
         assert_eq!(ask(&proxy, key, model, stream).await, status, "{key} on {model}");
     }
-    let rows = rows(&proxy, 6).await;
+    // And one drilled: its primary fails on purpose, the secondary answers.
+    let mut drill = chat_body(false);
+    drill["model"] = json!("chat");
+    let auth = format!("Bearer {WEB}");
+    let headers =
+        [("authorization", auth.as_str()), ("x-baton-drill", "primary=http_5xx"), ("x-baton-admin-token", TOKEN)];
+    assert_eq!(post_with(&proxy, "/v1/chat/completions", &drill, &headers).await.status, 200);
+    let rows = rows(&proxy, 7).await;
+    assert_eq!(rows.iter().filter(|row| is_drill(row)).count(), 1, "{rows:?}");
     let (status, history) = get(&proxy, "/admin/history?range=1h&days=2", Some(TOKEN)).await;
     assert_eq!(status, 200, "{history}");
 
@@ -171,7 +185,7 @@ async fn history_sums_what_was_sent(backend: Backend) {
     let per_provider = |provider: &str| {
         got.iter().filter(|((p, _), _)| p == provider).fold((0, 0), |(n, f), (_, (gn, gf, _))| (n + gn, f + gf))
     };
-    assert_eq!(per_provider("secondary"), (3, 3), "three answered after a failover");
+    assert_eq!(per_provider("secondary"), (4, 3), "three answered after a failover, and the drill apart");
     assert_eq!(per_provider("primary"), (2, 0));
     assert_eq!(per_provider("-"), (1, 0), "the request no provider answered");
 
@@ -197,7 +211,8 @@ async fn history_sums_what_was_sent(backend: Backend) {
 
     // The cost of failovers: chat's at its primary's price, unpriced's not compared.
     let cost = &history["failover_cost"];
-    let failed: Vec<&Value> = rows.iter().filter(|row| row["attempts"].as_i64().unwrap() > 1).collect();
+    let failed: Vec<&Value> =
+        rows.iter().filter(|row| row["attempts"].as_i64().unwrap() > 1 && !is_drill(row)).collect();
     let chat: Vec<&Value> = failed.iter().copied().filter(|row| row["route"] == "chat").collect();
     assert_eq!((failed.len(), chat.len()), (3, 2), "{rows:?}");
     let tokens = |row: &Value, field: &str| row[field].as_i64().unwrap() as f64;
@@ -219,6 +234,25 @@ async fn history_sums_what_was_sent(backend: Backend) {
             assert_eq!(group["first_target"], json!({ "provider": "broken", "model": "broken-model" }));
         }
     }
+
+    // Each route's failover rate per day, the drill apart.
+    let rates: BTreeMap<String, Value> = history["failover_rate"]["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| (row["route"].as_str().unwrap().to_owned(), row.clone()))
+        .collect();
+    let counts = |route: &str| {
+        let row = &rates[route];
+        [&row["requests"], &row["failovers"], &row["drills"], &row["drill_failovers"]].map(|n| n.as_i64().unwrap())
+    };
+    assert_eq!(counts("chat"), [4, 2, 1, 1], "{rates:?}");
+    assert_eq!(rates["chat"]["rate"], 0.5);
+    assert_eq!(counts("unpriced"), [1, 1, 0, 0], "{rates:?}");
+    let (_, spend) = get(&proxy, "/admin/spend?group_by=route&bucket=day", Some(TOKEN)).await;
+    let chat = spend["data"].as_array().unwrap().iter().find(|row| row["group"] == "chat").cloned().unwrap();
+    assert_eq!((&chat["requests"], &chat["failovers"], &chat["drills"]), (&json!(5), &json!(2), &json!(1)), "{chat}");
+    assert_eq!((&chat["failover_rate"], &chat["drill_failovers"]), (&json!(0.5), &json!(1)), "{chat}");
 
     every_range_holds_every_request(&proxy).await;
     refusals_name_their_parameter(&proxy).await;
@@ -243,7 +277,7 @@ async fn every_range_holds_every_request(proxy: &Proxy) {
         let since = baton::store::time::parse_instant(activity["since"].as_str().unwrap(), 0).unwrap();
         assert_eq!(since % bucket_ms, 0, "{query}: buckets start on the bucket");
         let requests: i64 = activity["data"].as_array().unwrap().iter().map(|g| g["requests"].as_i64().unwrap()).sum();
-        assert_eq!(requests, 6, "{query}: {activity}");
+        assert_eq!(requests, 7, "{query}: six sent and one drilled: {activity}");
         let expected_days = if query.contains("days=365") { 365 } else { 30 };
         assert_eq!(history["spend"]["days"], expected_days, "{query}");
     }

@@ -17,8 +17,8 @@ use super::admin::authorize;
 use super::records::{Params, bad, database, params_of, read, unknown};
 use crate::config::{Config, add_usd};
 use crate::dialect::ApiError;
-use crate::store::history::{self, Activity, FailedOver, Spend, Window};
-use crate::store::query::GroupBy;
+use crate::store::history::{self, Activity, FailedOver, RouteFailovers, Spend, Window};
+use crate::store::query::{GroupBy, failover_rate};
 use crate::store::time::rfc3339;
 use crate::store::{DbError, now_ms};
 
@@ -92,9 +92,10 @@ pub(super) async fn history(
         let by_route = history::spend(&db, GroupBy::Route, &daily).await?;
         let by_provider = history::spend(&db, GroupBy::Provider, &daily).await?;
         let failed = history::failed_over(&db, &daily).await?;
-        Ok::<_, DbError>((activity, [by_key, by_route, by_provider], failed))
+        let routes = history::route_failovers(&db, &daily).await?;
+        Ok::<_, DbError>((activity, [by_key, by_route, by_provider], failed, routes))
     };
-    let (activity, [by_key, by_route, by_provider], failed) = read(reading).await?;
+    let (activity, [by_key, by_route, by_provider], failed, routes) = read(reading).await?;
     Ok(Json(json!({
         "activity": {
             "range": range.name(),
@@ -113,7 +114,21 @@ pub(super) async fn history(
             "by_provider": spend_rows(&by_provider),
         },
         "failover_cost": failover_cost(&config, &failed),
+        "failover_rate": { "data": routes.iter().map(route_failovers_row).collect::<Vec<_>>() },
     })))
+}
+
+/// A route's day: its failover rate with drills left out, and its drills apart.
+fn route_failovers_row(row: &RouteFailovers) -> Value {
+    json!({
+        "route": row.route,
+        "bucket": rfc3339(row.bucket_ms),
+        "requests": row.requests,
+        "failovers": row.failovers,
+        "rate": failover_rate(row.failovers, row.requests),
+        "drills": row.drills,
+        "drill_failovers": row.drill_failovers,
+    })
 }
 
 /// `range` and `days`, each given at most once.

@@ -10,6 +10,7 @@ use sqlx::{AssertSqlSafe, Row};
 
 use super::db::{Db, DbError};
 use super::query::GroupBy;
+use crate::access::DRILL_KEY;
 use crate::event::Usage;
 
 /// Groups a chart names before the rest are summed as [`OTHER`]: more
@@ -19,6 +20,14 @@ pub const TOP_GROUPS: i64 = 8;
 pub const OTHER: &str = "(other)";
 /// The most groups one query returns, whatever the rows hold.
 pub const MAX_GROUPS: i64 = 5000;
+
+/// Whether a row is a drill's, as SQL: a scheduled drill's (recorded under
+/// [`DRILL_KEY`]) or a request an operator drilled (an attempt of class
+/// `drill`). A drill fails over on purpose, so its failovers are counted
+/// apart from the incidents'.
+pub(super) fn is_drill() -> String {
+    format!("(COALESCE(key, '') = '{DRILL_KEY}' OR attempt_log LIKE '%\"class\":\"drill\"%')")
+}
 
 /// A span of time cut into equal buckets, aligned to UTC: the first bucket
 /// starts at `since_ms`, the last holds now.
@@ -57,7 +66,7 @@ pub struct Activity {
     pub bucket_ms: i64,
     /// Requests.
     pub requests: i64,
-    /// Of them, those answered after an earlier attempt failed.
+    /// Of them, those answered after an earlier attempt failed, drills' left out.
     pub failovers: i64,
     /// Their mean time to the first token, as the client saw it.
     pub ttft_ms_mean: Option<f64>,
@@ -67,9 +76,12 @@ pub struct Activity {
 /// and bucket of `window`, oldest bucket first; the providers past the
 /// busiest [`TOP_GROUPS`] summed as [`OTHER`].
 pub async fn activity(db: &Db, window: &Window) -> Result<Vec<Activity>, DbError> {
-    let columns = "CAST(COALESCE(SUM(CASE WHEN attempts > 1 THEN 1 ELSE 0 END), 0) AS BIGINT) AS failovers, \
-                   CAST(AVG(ttft_ms) AS DOUBLE PRECISION) AS ttft_ms";
-    let rows = per_group_and_bucket(db, window, &top_groups("provider", "COUNT(*)"), columns).await?;
+    let columns = format!(
+        "CAST(COALESCE(SUM(CASE WHEN attempts > 1 AND NOT {drill} THEN 1 ELSE 0 END), 0) AS BIGINT) AS failovers, \
+         CAST(AVG(ttft_ms) AS DOUBLE PRECISION) AS ttft_ms",
+        drill = is_drill()
+    );
+    let rows = per_group_and_bucket(db, window, &top_groups("provider", "COUNT(*)"), &columns).await?;
     rows.iter()
         .map(|row| {
             Ok(Activity {
@@ -131,23 +143,26 @@ pub struct FailedOver {
 }
 
 /// The usage and cost of the requests that failed over (more than one
-/// attempt sent) and were answered at a known cost, per route and bucket
+/// attempt sent; drills left out) and were answered at a known cost, per route and bucket
 /// of `window`, newest bucket first; at most [`MAX_GROUPS`] groups, so with
 /// more routes than that allows the oldest buckets are left out.
 pub async fn failed_over(db: &Db, window: &Window) -> Result<Vec<FailedOver>, DbError> {
     // Token sums as doubles: a sum of BIGINTs can overflow in SQLite, and a
     // double is exact to 2^53 tokens.
-    let sql = "SELECT route, (time_ms / $1) * $1 AS bucket, COUNT(*) AS requests, \
+    let sql = format!(
+        "SELECT route, (time_ms / $1) * $1 AS bucket, COUNT(*) AS requests, \
          CAST(COALESCE(SUM(CAST(input_tokens AS DOUBLE PRECISION)), 0.0) AS DOUBLE PRECISION) AS input_tokens, \
          CAST(COALESCE(SUM(CAST(CASE WHEN input_tokens IS NULL THEN 0 \
              WHEN cached_tokens > input_tokens THEN input_tokens ELSE COALESCE(cached_tokens, 0) END \
              AS DOUBLE PRECISION)), 0.0) AS DOUBLE PRECISION) AS cached_tokens, \
          CAST(COALESCE(SUM(CAST(output_tokens AS DOUBLE PRECISION)), 0.0) AS DOUBLE PRECISION) AS output_tokens, \
          CAST(COALESCE(SUM(cost_usd), 0.0) AS DOUBLE PRECISION) AS cost_usd \
-         FROM requests WHERE time_ms >= $2 AND time_ms < $3 AND attempts > 1 \
+         FROM requests WHERE time_ms >= $2 AND time_ms < $3 AND attempts > 1 AND NOT {drill} \
          AND provider IS NOT NULL AND route IS NOT NULL AND cost_usd IS NOT NULL \
-         GROUP BY route, bucket ORDER BY bucket DESC, route LIMIT $4";
-    let rows = sqlx::query(sql)
+         GROUP BY route, bucket ORDER BY bucket DESC, route LIMIT $4",
+        drill = is_drill()
+    );
+    let rows = sqlx::query(AssertSqlSafe(sql))
         .bind(window.bucket_ms)
         .bind(window.since_ms)
         .bind(window.until_ms())
@@ -155,6 +170,59 @@ pub async fn failed_over(db: &Db, window: &Window) -> Result<Vec<FailedOver>, Db
         .fetch_all(db.pool())
         .await?;
     rows.iter().map(failed_over_row).collect()
+}
+
+/// One route's requests in one bucket, the drills' apart.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RouteFailovers {
+    /// The route that served them.
+    pub route: String,
+    /// The bucket's start, Unix milliseconds.
+    pub bucket_ms: i64,
+    /// Requests that were not drills.
+    pub requests: i64,
+    /// Of them, those answered after an earlier attempt failed.
+    pub failovers: i64,
+    /// Drills' requests.
+    pub drills: i64,
+    /// Of them, those answered after an earlier attempt failed.
+    pub drill_failovers: i64,
+}
+
+/// Each route's requests and failovers per bucket of `window`, drills
+/// apart, oldest bucket first; at most [`MAX_GROUPS`] groups.
+pub async fn route_failovers(db: &Db, window: &Window) -> Result<Vec<RouteFailovers>, DbError> {
+    let count = |when: &str| format!("CAST(COALESCE(SUM(CASE WHEN {when} THEN 1 ELSE 0 END), 0) AS BIGINT)");
+    let drill = is_drill();
+    let sql = format!(
+        "SELECT route, (time_ms / $1) * $1 AS bucket, {requests} AS requests, {failovers} AS failovers, \
+         {drills} AS drills, {drill_failovers} AS drill_failovers \
+         FROM requests WHERE time_ms >= $2 AND time_ms < $3 AND route IS NOT NULL \
+         GROUP BY route, bucket ORDER BY bucket, route LIMIT $4",
+        requests = count(&format!("NOT {drill}")),
+        failovers = count(&format!("attempts > 1 AND NOT {drill}")),
+        drills = count(&drill),
+        drill_failovers = count(&format!("attempts > 1 AND {drill}")),
+    );
+    let rows = sqlx::query(AssertSqlSafe(sql))
+        .bind(window.bucket_ms)
+        .bind(window.since_ms)
+        .bind(window.until_ms())
+        .bind(MAX_GROUPS)
+        .fetch_all(db.pool())
+        .await?;
+    rows.iter()
+        .map(|row| {
+            Ok(RouteFailovers {
+                route: row.try_get("route")?,
+                bucket_ms: row.try_get("bucket")?,
+                requests: row.try_get("requests")?,
+                failovers: row.try_get("failovers")?,
+                drills: row.try_get("drills")?,
+                drill_failovers: row.try_get("drill_failovers")?,
+            })
+        })
+        .collect()
 }
 
 fn failed_over_row(row: &AnyRow) -> Result<FailedOver, DbError> {

@@ -220,32 +220,45 @@ impl Bucket {
     }
 }
 
-/// Requests, failovers, tokens and cost per `group` and `bucket` for the
+/// Requests, failovers (drills' apart, with the rate of the rest), tokens and cost per `group` and `bucket` for the
 /// rows since `since_ms`, newest bucket first.
 pub async fn spend(db: &Db, group: GroupBy, bucket: Bucket, since_ms: i64) -> Result<Vec<Value>, DbError> {
     let sql = format!(
         "SELECT COALESCE({column}, '-') AS grp, (time_ms / $1) * $1 AS bucket, COUNT(*) AS requests, \
-         CAST(COALESCE(SUM(CASE WHEN attempts > 1 THEN 1 ELSE 0 END), 0) AS BIGINT) AS failovers, \
+         CAST(COALESCE(SUM(CASE WHEN attempts > 1 AND NOT {drill} THEN 1 ELSE 0 END), 0) AS BIGINT) AS failovers, \
+         CAST(COALESCE(SUM(CASE WHEN {drill} THEN 1 ELSE 0 END), 0) AS BIGINT) AS drills, \
+         CAST(COALESCE(SUM(CASE WHEN attempts > 1 AND {drill} THEN 1 ELSE 0 END), 0) AS BIGINT) AS drill_failovers, \
          CAST(COALESCE(SUM(input_tokens), 0) AS BIGINT) AS input_tokens, \
          CAST(COALESCE(SUM(output_tokens), 0) AS BIGINT) AS output_tokens, \
          CAST(COALESCE(SUM(cost_usd), 0.0) AS DOUBLE PRECISION) AS cost_usd \
          FROM requests WHERE time_ms >= $2 GROUP BY grp, bucket ORDER BY bucket DESC, grp",
-        column = group.column()
+        column = group.column(),
+        drill = super::history::is_drill(),
     );
     let rows = sqlx::query(AssertSqlSafe(sql)).bind(bucket.millis()).bind(since_ms).fetch_all(db.pool()).await?;
     rows.iter()
         .map(|row| {
+            let (requests, drills) = (row.try_get::<i64, _>("requests")?, row.try_get::<i64, _>("drills")?);
+            let failovers = row.try_get::<i64, _>("failovers")?;
             Ok(json!({
                 "group": row.try_get::<String, _>("grp")?,
                 "bucket": rfc3339(row.try_get("bucket")?),
-                "requests": row.try_get::<i64, _>("requests")?,
-                "failovers": row.try_get::<i64, _>("failovers")?,
+                "requests": requests,
+                "failovers": failovers,
+                "failover_rate": failover_rate(failovers, requests - drills),
+                "drills": drills,
+                "drill_failovers": row.try_get::<i64, _>("drill_failovers")?,
                 "input_tokens": row.try_get::<i64, _>("input_tokens")?,
                 "output_tokens": row.try_get::<i64, _>("output_tokens")?,
                 "cost_usd": row.try_get::<f64, _>("cost_usd")?,
             }))
         })
         .collect()
+}
+
+/// The share of `requests` that failed over, `None` with none.
+pub fn failover_rate(failovers: i64, requests: i64) -> Option<f64> {
+    (requests > 0).then(|| failovers as f64 / requests as f64)
 }
 
 #[cfg(test)]

@@ -1,8 +1,9 @@
 // The page's history charts, in Debian's headless Chromium driven by
 // playwright-core: against a running `baton demo` (which records into a
 // temporary SQLite file), requests sent with a failover among them are
-// drawn — per provider over time, spend per day, and the failovers' cost
-// against the route's first target. Without a store the page says no
+// drawn — per provider over time, spend per day, each route's failover rate
+// per day with the demo's drills apart, and the failovers' cost against the
+// route's first target. Without a store the page says no
 // records are kept; with the store down, that it is unavailable.
 
 import { test } from "node:test";
@@ -119,7 +120,7 @@ test("the history charts draw the requests the demo recorded, a failover among t
     const series = new Set(requests.map((p) => p.series));
     assert.ok([...providers].every((provider) => series.has(provider)), "a series per provider that answered");
     assert.deepEqual(series, new Set(history.activity.data.map((group) => group.provider)), "and no other");
-    assert.ok(recordedFailovers >= failovers && recordedFailovers <= failovers + drills, "a failover recorded for each");
+    assert.equal(recordedFailovers, failovers, "a failover recorded for each sent, the drills' left out");
     assert.equal(sum(await drawn(page, "failovers")), recordedFailovers, "each failover is drawn");
     const ttft = await drawn(page, "ttft");
     assert.ok(ttft.length >= 1 && ttft.every((p) => p.value > 0), "the mean first token is a point per provider and minute");
@@ -132,6 +133,15 @@ test("the history charts draw the requests the demo recorded, a failover among t
     const byProvider = await drawn(page, "spend");
     assert.ok(new Set(byProvider.map((p) => p.series)).has("steady-openai"), "spend per provider, when chosen");
     assert.ok(close(sum(byProvider), recorded), "the same spend, grouped otherwise");
+
+    const today = history.failover_rate.data.filter((row) => row.route === "chat").at(-1);
+    assert.deepEqual([today.requests, today.failovers, today.drills], [sent, failovers, drills],
+      "the route's day: the requests sent and their failovers, the drills apart");
+    const rate = await drawn(page, "failover-rate");
+    assert.deepEqual(new Set(rate.map((p) => p.series)), new Set(["chat"]), "a line per route");
+    assert.ok(close(rate.at(-1).value, (100 * failovers) / sent), `today's rate: ${rate.at(-1).value} %`);
+    const drillNote = await page.textContent("#failover-drills");
+    assert.match(drillNote, drills === 0 ? /No drill ran/ : new RegExp(`Drills apart: ${drills} drill request`), drillNote);
 
     const cost = await drawn(page, "failover-cost");
     const paid = cost.filter((p) => p.series === "paid");

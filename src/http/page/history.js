@@ -1,7 +1,8 @@
 // The page's history: what the store holds, from GET /admin/history, drawn
 // as charts — requests, failovers and mean time to first token per provider
-// over the chosen range; spend per key, route or provider per day; and what
-// the requests that failed over cost against their route's first target.
+// over the chosen range; spend per key, route or provider per day; each
+// route's failover rate per day, drills apart; and what the requests that
+// failed over cost against their route's first target.
 // Without a store it says that no records are kept; while the store is
 // down, that it is.
 
@@ -22,6 +23,7 @@ let last = null;
 
 const count = (v) => (Number.isInteger(v) ? String(v) : v.toFixed(1));
 const ms = (v) => (v === 0 ? "0" : `${v < 10 ? v.toFixed(1) : Math.round(v)} ms`);
+const pct = (v) => (v === 0 ? "0" : `${v < 10 ? Number(v.toFixed(1)) : Math.round(v)} %`);
 const usd = (v) => (v === 0 ? "$0" : v < 0.01 ? `$${Number(v.toPrecision(2))}` : `$${v.toFixed(2)}`);
 // The width a chart is drawn at: its box's, so its text is drawn at the page's size.
 const width = (id) => Math.max(240, $(id).clientWidth || 400);
@@ -79,6 +81,23 @@ function drawSpend(spend) {
   $("legend-spend").innerHTML = legend(groups);
 }
 
+// Each route's share of requests that failed over per day, drills left out
+// (a drill fails over on purpose), and the drills counted apart.
+function drawFailoverRate(rate, spend) {
+  const percent = rate.data.map((row) => ({ ...row, percent: row.rate == null ? null : 100 * row.rate }));
+  const routes = series(percent, "route", "percent", spend, null, "route");
+  const axis = labels(spend.since, spend.bucket_ms, spend.buckets);
+  const spec = { labels: axis, series: routes, format: pct, width: width("chart-failover-rate") };
+  $("chart-failover-rate").innerHTML = lines("failover-rate", spec);
+  $("legend-failover-rate").innerHTML = legend(routes);
+  const sum = (field) => rate.data.reduce((total, row) => total + row[field], 0);
+  const [drills, drilled] = [sum("drills"), sum("drill_failovers")];
+  $("failover-drills").textContent = drills === 0
+    ? `No drill ran in the last ${spend.days} days.`
+    : `Drills apart: ${drills} drill request${drills === 1 ? "" : "s"} in the last ${spend.days} days, ` +
+      `${drilled} of them failed over, as drills do; they are not in the rate above.`;
+}
+
 // Paid against the first target's price per day, summed over the routes that can be compared.
 function drawFailoverCost(cost, spend) {
   const compared = cost.data.filter((row) => row.first_target_usd != null);
@@ -112,6 +131,7 @@ function draw(history) {
   $("history-charts").hidden = false;
   drawActivity(history.activity);
   drawSpend(history.spend);
+  drawFailoverRate(history.failover_rate, history.spend);
   drawFailoverCost(history.failover_cost, history.spend);
 }
 
