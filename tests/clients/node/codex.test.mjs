@@ -68,8 +68,8 @@ async function recordingProxy(upstream) {
   return proxy;
 }
 
-/** Codex's config.toml: `model` from a provider "baton" at `addr`. */
-function codexConfig(model, addr) {
+/** Codex's config.toml: `model` from a provider "baton" at `addr`, with `provider` more of its settings. */
+function codexConfig(model, addr, provider = "") {
   return `model = "${model}"
 model_provider = "baton"
 approval_policy = "never"
@@ -96,7 +96,7 @@ env_key = "BATON_KEY"
 wire_api = "responses"
 request_max_retries = 0
 stream_max_retries = 0
-`;
+${provider}`;
 }
 
 /**
@@ -105,11 +105,11 @@ stream_max_retries = 0
  * working directory, stdin closed and only PATH, HOME, CODEX_HOME and
  * BATON_KEY in its environment; killed after a minute.
  */
-function runCodex(addr, model, args = []) {
+function runCodex(addr, model, args = [], provider = "") {
   const codexHome = mkdtempSync(join(tmpdir(), "baton-codex-home-"));
   const home = mkdtempSync(join(tmpdir(), "baton-codex-user-"));
   const cwd = mkdtempSync(join(tmpdir(), "baton-codex-cwd-"));
-  writeFileSync(join(codexHome, "config.toml"), codexConfig(model, addr));
+  writeFileSync(join(codexHome, "config.toml"), codexConfig(model, addr, provider));
   const env = { PATH: process.env.PATH, HOME: home, CODEX_HOME: codexHome, BATON_KEY: KEY };
   const argv = ["exec", "--strict-config", "--skip-git-repo-check", ...args, "say something"];
   return runAgent(CODEX, argv, { cwd, env, dirs: [codexHome, home, cwd] });
@@ -221,3 +221,25 @@ test("codex exec through a route that drops nothing, without Codex's namespace t
   assert.equal(records.length, 2, "the target was asked twice");
   assert.ok(records.every((r) => r.body.client_metadata === undefined), "client_metadata was left out");
 });
+
+// Codex tries a WebSocket first when its provider says it supports them
+// (`supports_websockets = true`): baton answers the upgrade 426, which
+// Codex takes as "use HTTP" at once, where a 405 cost it seven retries,
+// about 6 s a turn. Codex talks to baton directly here: the recording
+// proxy speaks no upgrades. The bound on the run is generous (a loaded
+// machine); the count of knocks is exact.
+test("codex exec with WebSockets enabled falls back to HTTP at once on baton's 426", { timeout: 90000 }, async () => {
+  const openai = await mock("openai");
+  const addr = await gateway("codex-ws", [["openai", openai]], 'unsupported_params = "drop"\n');
+  const started = Date.now();
+  const run = await runCodex(addr, "codex-ws", [], "supports_websockets = true\n");
+  const took = Date.now() - started;
+  assertAnswered(run);
+  const metrics = await (await fetch(`http://${addr}/metrics`)).text();
+  const knocks = Number(/^baton_unknown_endpoint_total\{method="GET"\} (\d+)/m.exec(metrics)?.[1] ?? 0);
+  assert.ok(knocks >= 1, `Codex asked for a WebSocket and was answered 426:\n${metrics}`);
+  assert.ok(knocks <= 2, `and did not retry it: ${knocks} upgrades for two turns`);
+  assert.equal((await recorded(openai)).length, 2, "both turns were answered over HTTP");
+  assert.ok(took < 30000, `the run took ${took} ms`);
+});
+
