@@ -162,13 +162,7 @@ pub async fn failed_over(db: &Db, window: &Window) -> Result<Vec<FailedOver>, Db
          GROUP BY route, bucket ORDER BY bucket DESC, route LIMIT $4",
         drill = is_drill()
     );
-    let rows = sqlx::query(AssertSqlSafe(sql))
-        .bind(window.bucket_ms)
-        .bind(window.since_ms)
-        .bind(window.until_ms())
-        .bind(MAX_GROUPS)
-        .fetch_all(db.pool())
-        .await?;
+    let rows = per_route(db, sql, window).await?;
     rows.iter().map(failed_over_row).collect()
 }
 
@@ -204,13 +198,7 @@ pub async fn route_failovers(db: &Db, window: &Window) -> Result<Vec<RouteFailov
         drills = count(&drill),
         drill_failovers = count(&format!("attempts > 1 AND {drill}")),
     );
-    let rows = sqlx::query(AssertSqlSafe(sql))
-        .bind(window.bucket_ms)
-        .bind(window.since_ms)
-        .bind(window.until_ms())
-        .bind(MAX_GROUPS)
-        .fetch_all(db.pool())
-        .await?;
+    let rows = per_route(db, sql, window).await?;
     rows.iter()
         .map(|row| {
             Ok(RouteFailovers {
@@ -268,6 +256,13 @@ async fn per_group_and_bucket(db: &Db, window: &Window, grp: &str, columns: &str
 
 /// `sql` with the window bound to `$1` (bucket), `$2`..`$3` (span), `$4`
 /// (named groups) and `$5` (groups returned).
+/// The rows of `sql`, a query per route and bucket of `window`: `$1` the
+/// bucket, `$2` and `$3` the span, `$4` at most [`MAX_GROUPS`] rows.
+async fn per_route(db: &Db, sql: String, window: &Window) -> Result<Vec<AnyRow>, DbError> {
+    let query = sqlx::query(AssertSqlSafe(sql)).bind(window.bucket_ms).bind(window.since_ms).bind(window.until_ms());
+    Ok(query.bind(MAX_GROUPS).fetch_all(db.pool()).await?)
+}
+
 fn bound(sql: String, window: &Window) -> sqlx::query::Query<'static, sqlx::Any, sqlx::any::AnyArguments> {
     sqlx::query(AssertSqlSafe(sql))
         .bind(window.bucket_ms)
