@@ -80,12 +80,13 @@ async function steadyHistory(base, read) {
   assert.fail("a request was recorded during each of five reads");
 }
 
-// A new page that collects its script errors and failed answers (the browser's own favicon aside).
+// A new page that collects its script errors and failed answers (the
+// page names its own icon, so the browser asks for no /favicon.ico).
 async function watchedPage(browser, options) {
   const page = await browser.newPage(options);
   const errors = [];
   page.on("pageerror", (err) => errors.push(err.message));
-  page.on("response", (response) => response.status() >= 400 && !response.url().endsWith("/favicon.ico") &&
+  page.on("response", (response) => response.status() >= 400 &&
     errors.push(`${response.status()} ${new URL(response.url()).pathname}`));
   return { page, errors };
 }
