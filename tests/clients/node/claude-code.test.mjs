@@ -19,11 +19,11 @@
 
 import { after, test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
-  assertAgentAnswered, assertChatToolRoundTrip, assertMessagesToolRoundTrip, recorded, runAgent, serveRoute, startMock,
+  assertAgentAnswered, assertChatToolRoundTrip, assertMessagesToolRoundTrip, recorded, runAgent, serve, serveRoute, startMock,
 } from "./gateway.mjs";
 
 const here = new URL(".", import.meta.url).pathname;
@@ -148,3 +148,79 @@ test("claude -p with a route name Claude Code does not know", { timeout: 90000 }
   const roles = (await recorded(anthropic)).flatMap((r) => r.body.messages.map((m) => m.role));
   assert.ok(roles.includes("system"), `the mid-conversation system message went to the target as sent: ${roles}`);
 });
+
+/**
+ * The same model on three clouds: Claude Code's request, rate-limited by
+ * Anthropic and by Bedrock (429), is answered by Vertex AI; each of the
+ * three got its body as Claude Code wrote it — system prompt with its cache
+ * hints, tools, messages, metadata and any thinking — but for what each API
+ * sets itself (`model`, `stream`, `anthropic_version`, Bedrock's
+ * `anthropic_beta`). Vertex's token is fetched with the test-only service
+ * account's key, its `token_uri` the simulated Vertex's own.
+ */
+test("claude -p fails over from Anthropic to Bedrock to Vertex with its body unchanged", { timeout: 90000 }, async () => {
+  const anthropic = await mock("anthropic", ["--fault", "http_429"]);
+  const bedrock = await mock("bedrock", ["--fault", "http_429"]);
+  const vertex = await mock("vertex", ["--api-key", "ya29.issued"]);
+  const key = JSON.parse(readFileSync(join(here, "../../../fixtures/vertex/test-only-service-account.json"), "utf8"));
+  key.token_uri = `http://${vertex.addr}/token`;
+  const keyFile = join(mkdtempSync(join(tmpdir(), "baton-vertex-key-")), "sa.json");
+  writeFileSync(keyFile, JSON.stringify(key));
+  const config = `listen = "127.0.0.1:0"
+
+[[keys]]
+name = "agent"
+key = "${KEY}"
+
+[[providers]]
+name = "anthropic"
+kind = "anthropic"
+base_url = "http://${anthropic.addr}"
+
+[[providers]]
+name = "bedrock"
+kind = "bedrock"
+region = "us-east-1"
+base_url = "http://${bedrock.addr}"
+aws_access_key_id = "AKIDCONFIG"
+aws_secret_access_key = "config-secret"
+
+[[providers]]
+name = "vertex"
+kind = "vertex"
+project = "p"
+region = "us-east5"
+base_url = "http://${vertex.addr}"
+credentials_file = "${keyFile}"
+
+[[routes]]
+model = "${ROUTE}"
+max_retry_wait_ms = 0
+targets = [
+  { provider = "anthropic", model = "claude-sonnet-4-5" },
+  { provider = "bedrock", model = "anthropic.claude-sonnet-4-5-20250929-v1:0" },
+  { provider = "vertex", model = "claude-sonnet-4-5@20250929" },
+]
+`;
+  const { proc, addr } = await serve(config);
+  procs.push(proc);
+
+  const run = await runClaude(`http://${addr}`, ROUTE);
+  assertAnswered(run);
+
+  const [first] = await recorded(anthropic);
+  const [signed] = await recorded(bedrock);
+  const answered = (await recorded(vertex)).filter((r) => r.path !== "/token");
+  assert.ok(first && signed && answered.length === 2, "Anthropic and Bedrock were tried, and Vertex answered both turns");
+  const own = ["model", "stream", "anthropic_version", "anthropic_beta"];
+  const asWritten = (body) => Object.fromEntries(Object.entries(body).filter(([name]) => !own.includes(name)));
+  assert.ok(first.body.system.some((block) => block.cache_control), "Claude Code marks its system prompt for the cache");
+  assert.deepEqual(asWritten(signed.body), asWritten(first.body), "Bedrock got Claude Code's body as written");
+  assert.deepEqual(asWritten(answered[0].body), asWritten(first.body), "and so did Vertex");
+  assert.equal(signed.body.anthropic_version, "bedrock-2023-05-31");
+  assert.match(signed.headers.authorization, /^AWS4-HMAC-SHA256 Credential=AKIDCONFIG\//, "signed with SigV4");
+  assert.equal(answered[0].headers.authorization, "Bearer ya29.issued", "with the exchanged token");
+  assert.match(answered[0].headers["anthropic-beta"] ?? "", /claude-code-20250219/, "the betas in Vertex's header");
+  assertMessagesToolRoundTrip(answered[1].body.messages, "vertex0 vertex1 vertex2", "Read", { file_path: "Paris" }, WEATHER);
+});
+
