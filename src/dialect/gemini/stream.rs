@@ -6,7 +6,7 @@
 //! escaped text and a fixed suffix.
 
 use bytes::{BufMut, Bytes, BytesMut};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::error_json;
 use crate::dialect::sse::put_json_str;
@@ -45,7 +45,7 @@ struct Gathered {
 }
 
 impl Gathered {
-    /// Takes in one event that is not text; `false` for text and thoughts.
+    /// Takes in one event, and gives back text and thoughts, which it does not hold.
     fn gather(&mut self, event: Event) -> Option<Event> {
         match event {
             Event::ToolCall(call) => self.call(call),
@@ -90,10 +90,16 @@ impl Gathered {
             .collect()
     }
 
-    /// The candidate's end and the usage, on the last chunk.
-    fn ending(&self, candidate: &mut Map<String, Value>, response: &mut Map<String, Value>) {
-        candidate.insert("finishReason".into(), json!(finish_reason(self.finish.unwrap_or(FinishReason::Stop))));
-        response.insert("usageMetadata".into(), usage_json(self.usage));
+    /// The answer's last response (the last chunk, or the whole answer):
+    /// `parts`, then why it ended and the usage.
+    fn last_response(&self, parts: Vec<Value>, model: &str, id: &str) -> Value {
+        let finish = finish_reason(self.finish.unwrap_or(FinishReason::Stop));
+        json!({
+            "candidates": [{ "content": { "parts": parts, "role": "model" }, "finishReason": finish, "index": 0 }],
+            "usageMetadata": usage_json(self.usage),
+            "modelVersion": model,
+            "responseId": id,
+        })
     }
 }
 
@@ -115,14 +121,6 @@ impl GenerateEncoder {
             answer: Gathered::default(),
         }
     }
-
-    /// One chunk of `value`'s candidate and the response's own fields.
-    fn write_chunk(&self, candidate: Map<String, Value>, mut response: Map<String, Value>, out: &mut BytesMut) {
-        response.insert("candidates".into(), json!([candidate]));
-        response.insert("modelVersion".into(), json!(self.model));
-        response.insert("responseId".into(), json!(self.id));
-        write_data(&Value::Object(response), out);
-    }
 }
 
 impl Encoder for GenerateEncoder {
@@ -142,12 +140,7 @@ impl Encoder for GenerateEncoder {
         if parts.is_empty() {
             parts.push(json!({ "text": "" }));
         }
-        let mut candidate = Map::new();
-        candidate.insert("content".into(), json!({ "parts": parts, "role": "model" }));
-        candidate.insert("index".into(), json!(0));
-        let mut response = Map::new();
-        self.answer.ending(&mut candidate, &mut response);
-        self.write_chunk(candidate, response, out);
+        write_data(&self.answer.last_response(parts, &self.model, &self.id), out);
     }
 
     /// Google's error object alone, its `code` an integer, and never a
@@ -190,15 +183,7 @@ pub(super) fn whole(model: &str, id: &str, events: Vec<Event>) -> Vec<u8> {
         parts.push(json!({ "text": text }));
     }
     parts.extend(answer.call_parts());
-    let mut candidate = Map::new();
-    candidate.insert("content".into(), json!({ "parts": parts, "role": "model" }));
-    candidate.insert("index".into(), json!(0));
-    let mut response = Map::new();
-    answer.ending(&mut candidate, &mut response);
-    response.insert("candidates".into(), json!([candidate]));
-    response.insert("modelVersion".into(), json!(model));
-    response.insert("responseId".into(), json!(id));
-    serde_json::to_vec(&Value::Object(response)).unwrap_or_default()
+    serde_json::to_vec(&answer.last_response(parts, model, id)).unwrap_or_default()
 }
 
 /// Gemini's `finishReason`: a tool call ends with `STOP`, as Gemini's own do.
