@@ -3,15 +3,14 @@
 //! and every other answer a client of Anthropic's API gets here, errors
 //! included, in Anthropic's shape.
 
-use axum::Json;
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderValue};
-use axum::response::{IntoResponse, Response};
+use axum::http::HeaderMap;
+use axum::response::Response;
 use bytes::Bytes;
 use serde_json::json;
 
 use super::AppState;
-use super::chat::route_for;
+use super::chat::counted_tokens;
 use super::extract::{Caller, JsonContent, Refused};
 use crate::dialect::ApiError;
 use crate::dialect::anthropic::{self, AnthropicMessages};
@@ -35,20 +34,8 @@ async fn counted(state: &AppState, caller: &Caller<AnthropicMessages>, request: 
     let (head, body) = request.into_parts();
     let (body, _held) = state.bodies().read(&head.headers, body, config).await?;
     let (model, conversation) = anthropic::count_tokens_request(Bytes::from(body), &head.headers)?;
-    let route = route_for(config, caller.key(), &model)?;
-    let (counter, tokens) = match state.engine().count_tokens(route, &conversation).await {
-        Some((provider, tokens)) => (provider, tokens),
-        None => (ESTIMATE.to_owned(), conversation.estimated_input_tokens()),
-    };
-    let mut response = Json(json!({ "input_tokens": tokens })).into_response();
-    if let Ok(counter) = HeaderValue::from_str(&counter) {
-        response.headers_mut().insert("x-baton-provider", counter);
-    }
-    Ok(response)
+    counted_tokens(state, caller, &model, &conversation, |tokens| json!({ "input_tokens": tokens })).await
 }
-
-/// Who counted a request's tokens when no provider did.
-const ESTIMATE: &str = "estimate";
 
 /// Whether an error at the edge is for a client of Anthropic's API: its
 /// path is Anthropic's, or it sends `anthropic-version` as its SDKs do.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use axum::extract::State;
 use axum::http::HeaderValue;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 
 use super::AppState;
 use super::answer;
@@ -113,6 +113,33 @@ async fn run<D: Dialect>(
     }
     Ok(response)
 }
+
+/// `countTokens` of any door: the tokens of `conversation` on route
+/// `model`, as the route's first target that counts them counts them, else
+/// as baton estimates them for its limits (four characters a token). The
+/// body is the door's `shape` of the count; `x-baton-provider` says who
+/// counted: a provider's name, or `estimate`.
+pub(super) async fn counted_tokens<D>(
+    state: &AppState,
+    caller: &Caller<D>,
+    model: &str,
+    conversation: &ChatRequest,
+    shape: impl FnOnce(u64) -> serde_json::Value,
+) -> Result<Response, ApiError> {
+    let route = route_for(caller.config(), caller.key(), model)?;
+    let (counter, tokens) = match state.engine().count_tokens(route, conversation).await {
+        Some((provider, tokens)) => (provider, tokens),
+        None => (ESTIMATE.to_owned(), conversation.estimated_input_tokens()),
+    };
+    let mut response = axum::Json(shape(tokens)).into_response();
+    if let Ok(counter) = HeaderValue::from_str(&counter) {
+        response.headers_mut().insert("x-baton-provider", counter);
+    }
+    Ok(response)
+}
+
+/// Who counted a request's tokens when no provider did.
+const ESTIMATE: &str = "estimate";
 
 /// The route `model` names, when `key` may use it.
 pub(super) fn route_for<'a>(

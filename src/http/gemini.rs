@@ -7,13 +7,12 @@
 use axum::Json;
 use axum::extract::{Request, State};
 use axum::handler::Handler;
-use axum::http::HeaderValue;
 use axum::response::{IntoResponse, Response};
 use axum::routing::MethodRouter;
 use serde_json::json;
 use tower::ServiceExt;
 
-use super::chat::route_for;
+use super::chat::counted_tokens;
 use super::extract::{Caller, JsonContent, Refused};
 use super::{AppState, error, knocked, model_names, visible_model};
 use crate::dialect::ApiError;
@@ -48,16 +47,7 @@ async fn count_tokens(
     let model = model.ok_or_else(|| ApiError::not_found(head.uri.path()))?;
     let (body, _held) = state.bodies().read(&head.headers, body, config).await?;
     let conversation = gemini::count_tokens_request(&body)?;
-    let route = route_for(config, caller.key(), &model)?;
-    let (counter, tokens) = match state.engine().count_tokens(route, &conversation).await {
-        Some((provider, tokens)) => (provider, tokens),
-        None => ("estimate".to_owned(), conversation.estimated_input_tokens()),
-    };
-    let mut response = Json(json!({ "totalTokens": tokens })).into_response();
-    if let Ok(counter) = HeaderValue::from_str(&counter) {
-        response.headers_mut().insert("x-baton-provider", counter);
-    }
-    Ok(response)
+    Ok(counted_tokens(&state, &caller, &model, &conversation, |tokens| json!({ "totalTokens": tokens })).await?)
 }
 
 /// The routes a Google client's key may use, as Google's model list.
