@@ -174,7 +174,7 @@ fn main() {
     });
     encode.bench_function("gemini", |b| b.iter(|| encode_answer(GenerateEncoder::new("model-x", "r1"), &mut out)));
     encode.bench_function("responses", |b| {
-        let options = || responses::Options { echo: Default::default() };
+        let options = || responses::Options::default();
         b.iter(|| encode_answer(ResponseEncoder::new("model-x", options()), &mut out))
     });
     encode.finish();

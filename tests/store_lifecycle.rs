@@ -171,7 +171,7 @@ fn check_reports_the_store_and_its_schema() {
         assert!(report(&config).contains("not created yet"), "{}", report(&config));
         drop(start(&text).await);
         let out = report(&config);
-        assert!(out.contains("reachable, schema current (version 1)"), "{out}");
+        assert!(out.contains("reachable, schema current (version 2)"), "{out}");
         let _ = std::fs::remove_dir_all(config.parent().unwrap());
     });
 }

@@ -69,8 +69,11 @@ pub(crate) struct MockArgs {
     #[arg(long, default_value_t = 1.0)]
     fault_rate: f64,
     /// Only the first N requests get a fault.
-    #[arg(long, conflicts_with = "fault_rate")]
+    #[arg(long, conflicts_with_all = ["fault_rate", "after"])]
     first: Option<u64>,
+    /// Only the requests after the first N get a fault: a provider that goes bad.
+    #[arg(long, conflicts_with = "fault_rate")]
+    after: Option<u64>,
     /// The seed for drawing faults.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -104,9 +107,10 @@ pub(crate) async fn run(args: MockArgs) -> Result<(), AnyError> {
     if args.faults.contains(&Fault::TokenThrottled) && args.kind.simulated().throttled_side_answer().is_none() {
         return Err(format!("token_throttled throttles a token exchange, and a {} provider has none", args.kind).into());
     }
-    let schedule = match args.first {
-        Some(n) => Schedule::FirstRequests(n),
-        None => Schedule::Random { probability: args.fault_rate.clamp(0.0, 1.0), seed: args.seed },
+    let schedule = match (args.first, args.after) {
+        (Some(n), _) => Schedule::FirstRequests(n),
+        (None, Some(n)) => Schedule::AfterRequests(n),
+        (None, None) => Schedule::Random { probability: args.fault_rate.clamp(0.0, 1.0), seed: args.seed },
     };
     let mut provider = MockProvider::new(args.kind)
         .tokens(args.tokens)

@@ -1,6 +1,7 @@
 //! What a turn asks of its target: the client's request as it came, or the
 //! rest of an answer that broke after it reached the client, worded for
-//! each target (a prefilled partial answer only where the target takes one).
+//! each target (a prefilled partial answer only where the target takes one,
+//! kept reasoning only for the provider that wrote it).
 
 use super::splice;
 use crate::config::Target;
@@ -57,20 +58,29 @@ impl<'a> Ask<'a> {
     /// a continuation does that only where the target declares it can.
     pub(super) fn request_for(&self, target: &Target) -> (Asked<'a>, bool) {
         match *self {
-            Ask::Fresh(request) => (Asked::Borrowed(request), false),
+            Ask::Fresh(request) => match request.for_provider(&target.provider.name) {
+                Some(read) => (Asked::Owned(Box::new(read)), false),
+                None => (Asked::Borrowed(request), false),
+            },
             Ask::Resume { original, partial } if target.prefill => {
-                (Asked::Owned(Box::new(splice::prefill_request(original, partial))), true)
+                (owned_for(target, splice::prefill_request(original, partial)), true)
             }
-            Ask::Resume { .. } => (self.instruction(), false),
+            Ask::Resume { .. } => (self.instruction(target), false),
         }
     }
 
     /// A continuation asked for in a final user message, for a target that
     /// rejected the prefilled one (a fresh request stays as it is).
-    pub(super) fn instruction(&self) -> Asked<'a> {
+    pub(super) fn instruction(&self, target: &Target) -> Asked<'a> {
         match *self {
-            Ask::Fresh(request) => Asked::Borrowed(request),
-            Ask::Resume { original, partial } => Asked::Owned(Box::new(splice::instruction_request(original, partial))),
+            Ask::Fresh(_) => self.request_for(target).0,
+            Ask::Resume { original, partial } => owned_for(target, splice::instruction_request(original, partial)),
         }
     }
+}
+
+/// `request`, made for `target`, as the target may read it.
+fn owned_for<'a>(target: &Target, request: ChatRequest) -> Asked<'a> {
+    let read = request.for_provider(&target.provider.name).unwrap_or(request);
+    Asked::Owned(Box::new(read))
 }

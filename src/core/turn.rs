@@ -65,7 +65,7 @@ pub(super) async fn run(engine: &Engine, plan: &Plan<'_>, index: usize, forced: 
         let wait = plan.rules.retry.wait(&mut failure, retry, target.retries, &health);
         run.failures.push(AttemptRecord::of(target, failure, attempt.started.elapsed()));
         if prefill_rejected && !plan.ask.is_fresh() {
-            request = plan.ask.instruction();
+            request = plan.ask.instruction(target);
             prefilled = false;
             continue;
         }

@@ -134,6 +134,24 @@ impl ApiError {
         Self::new(StatusCode::NOT_FOUND, ErrorKind::InvalidRequest, "not_found", message)
     }
 
+    /// A response id not kept for this caller (never kept, deleted,
+    /// expired, or another key's): asked for itself, or as the turn a
+    /// request continues (`previous_response_id`). The words are OpenAI's.
+    pub fn response_not_found(id: &str, continued: bool) -> Self {
+        let (message, code) = if continued {
+            (format!("Previous response with id '{id}' not found."), "previous_response_not_found")
+        } else {
+            (format!("Response with id '{id}' not found."), "response_not_found")
+        };
+        Self::new(StatusCode::NOT_FOUND, ErrorKind::InvalidRequest, code, message)
+    }
+
+    /// The store that keeps responses did not answer in time.
+    pub fn store_unavailable() -> Self {
+        let message = "the response store did not answer; try again shortly";
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, ErrorKind::Unavailable, "store_unavailable", message)
+    }
+
     /// A known path with the wrong method.
     pub fn method_not_allowed(method: &str, path: &str) -> Self {
         let message = format!("method {method} is not allowed on {path}");

@@ -56,6 +56,10 @@ pub trait Dialect: Send + Sync + 'static {
     /// attribute a failover to the fallback).
     fn encoder(model: &str, options: Self::Options) -> Self::Encoder;
 
+    /// Tells the options which provider answered, before the encoder is
+    /// made: a dialect that keeps answers (Responses) keeps who wrote them.
+    fn answered_by(_options: &mut Self::Options, _provider: &std::sync::Arc<str>) {}
+
     /// A whole answer as one JSON body, for a client that did not stream.
     fn completion(model: &str, options: Self::Options, events: Vec<Event>) -> Vec<u8>;
 

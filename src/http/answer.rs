@@ -30,7 +30,7 @@ pub(super) async fn stream<D: Dialect>(
     route: &Arc<Route>,
     call: Call,
     mut watch: Box<RequestWatch>,
-    options: D::Options,
+    mut options: D::Options,
 ) -> Result<Response, ApiError> {
     let engine = state.engine();
     let committed = tokio::select! {
@@ -40,6 +40,7 @@ pub(super) async fn stream<D: Dialect>(
     let committed = committed.inspect_err(|err| failed(state, route, &mut watch, err))?;
     let price = route.targets.get(committed.winner.target).and_then(|target| target.price);
     watch.committed(&committed.winner, price, Some(engine.health().provider(&committed.winner.provider)));
+    D::answered_by(&mut options, &committed.winner.provider);
     let encoder = D::encoder(&committed.winner.model, options);
     let id = Arc::clone(watch.id());
     let sse = sse_body(committed.events, encoder, watch, state.clone());
@@ -58,7 +59,7 @@ pub(super) async fn complete<D: Dialect>(
     route: &Route,
     call: &Call,
     mut watch: Box<RequestWatch>,
-    options: D::Options,
+    mut options: D::Options,
 ) -> Result<Response, ApiError> {
     let completed = tokio::select! {
         completed = state.engine().complete(route, call) => completed,
@@ -71,6 +72,7 @@ pub(super) async fn complete<D: Dialect>(
         heard(&mut watch, event);
     }
     watch.end("ok");
+    D::answered_by(&mut options, &completed.winner.provider);
     let body = D::completion(&completed.winner.model, options, completed.events);
     let json = [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))];
     let mut response = (json, body).into_response();

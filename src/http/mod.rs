@@ -18,6 +18,7 @@ mod keys;
 mod panic;
 mod recording;
 mod records;
+mod responses;
 pub mod server;
 mod stall;
 mod state;
@@ -54,7 +55,8 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/chat/completions", door::<OpenAiChat>(&state))
         .route("/v1/messages", door::<AnthropicMessages>(&state))
         .route("/v1/messages/count_tokens", post(anthropic::count_tokens))
-        .route("/v1/responses", door::<OpenAiResponses>(&state).get(websocket_refused))
+        .route("/v1/responses", door_with::<OpenAiResponses, _, _>(&state, responses::create).get(websocket_refused))
+        .route("/v1/responses/{id}", get(responses::get).delete(responses::delete))
         .route("/v1/models", get(models))
         .route("/v1/models/{*id}", get(model).post(gemini_post.clone()))
         .route("/v1beta/models", get(gemini::models))
@@ -90,7 +92,17 @@ pub fn app(state: AppState) -> Router {
 /// that gives each request its id, trace and row (only for the method it
 /// serves: a wrong method is not a chat request).
 fn door<D: Dialect>(state: &AppState) -> MethodRouter<AppState> {
-    post(chat::chat::<D>).route_layer(axum::middleware::from_fn_with_state(state.clone(), edge::edge::<D>))
+    door_with::<D, _, _>(state, chat::chat::<D>)
+}
+
+/// A chat endpoint in dialect `D` served by `handler`: one that does its
+/// dialect's own work around the generic handler (Responses keeps turns).
+fn door_with<D: Dialect, H, T>(state: &AppState, handler: H) -> MethodRouter<AppState>
+where
+    H: axum::handler::Handler<T, AppState>,
+    T: 'static,
+{
+    post(handler).route_layer(axum::middleware::from_fn_with_state(state.clone(), edge::edge::<D>))
 }
 
 /// With `allowed_hosts` set (at start: a new list needs a restart), a

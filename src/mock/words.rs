@@ -17,9 +17,12 @@ pub(super) struct Words {
 impl Words {
     pub(super) fn for_request(provider: &MockProvider, request: &RecordedRequest) -> Self {
         let body = request.body.to_string();
+        // A partial answer is in the conversation's last message (a prefill,
+        // or a user message quoting it); an earlier turn's answer is not one.
+        let last = last_message(&request.body);
         match nonce(&body).filter(|_| provider.nonce_words) {
-            Some(nonce) => Self::naming(provider, &body, nonce),
-            None => Words { prefix: provider.marker.clone(), start: marker_start(provider, &body), replay: Vec::new() },
+            Some(nonce) => Self::naming(provider, &last, nonce),
+            None => Words { prefix: provider.marker.clone(), start: marker_start(provider, &last), replay: Vec::new() },
         }
     }
 
@@ -53,6 +56,14 @@ impl Words {
             .collect();
         Words { prefix: format!("{nonce}.{}.", provider.marker), start: count, replay }
     }
+}
+
+/// The last message of the conversation in `body`, as JSON: the last of
+/// its `messages` (Chat Completions, Messages, Converse), `input`
+/// (Responses) or `contents` (Gemini); the whole body when it has none.
+fn last_message(body: &serde_json::Value) -> String {
+    let last = ["messages", "input", "contents"].iter().find_map(|list| body.get(*list)?.as_array()?.last());
+    last.unwrap_or(body).to_string()
 }
 
 /// The request's nonce: the letters and digits after the first `nonce=`.
@@ -124,6 +135,21 @@ mod tests {
         let restarts = Words::for_request(&provider.continuation(Continuation::Restart), &ask(partial));
         assert_eq!(restarts.replay.concat(), "n42.openai.0 n42.openai.1 n42.anthropic.2");
         assert_eq!(restarts.start, 3);
+    }
+
+    #[test]
+    fn an_earlier_turns_answer_is_not_a_partial_one() {
+        let earlier = serde_json::json!({ "messages": [
+            { "role": "user", "content": "hi" },
+            { "role": "assistant", "content": "openai0 openai1" },
+            { "role": "user", "content": "and then?" },
+        ] });
+        assert_eq!(Words::for_request(&MockProvider::openai(), &request(earlier)).start, 0, "a new answer");
+        let prefilled = serde_json::json!({ "input": [
+            { "role": "user", "content": "hi" },
+            { "role": "assistant", "content": "openai0 openai1" },
+        ] });
+        assert_eq!(Words::for_request(&MockProvider::openai(), &request(prefilled)).start, 2, "continued");
     }
 
     #[test]

@@ -139,6 +139,27 @@ impl ChatRequest {
         self.max_tokens.map_or(DEFAULT_OUTPUT_RESERVE, u64::from)
     }
 
+    /// This request as `provider` may read it, when it holds reasoning that
+    /// another provider wrote in an earlier turn baton kept: that reasoning
+    /// is left out (encrypted, it means something only to its maker). None
+    /// when the request goes as it is.
+    pub fn for_provider(&self, provider: &str) -> Option<ChatRequest> {
+        let foreign = |message: &Message| {
+            message.made_by.as_deref().is_some_and(|maker| maker != provider)
+                && message.content.iter().any(Part::is_reasoning)
+        };
+        if !self.messages.iter().any(foreign) {
+            return None;
+        }
+        let mut out = self.clone();
+        out.native = None;
+        for message in out.messages.iter_mut().filter(|message| foreign(message)) {
+            message.content.retain(|part| !part.is_reasoning());
+        }
+        out.messages.retain(|message| !message.content.is_empty() || !message.tool_calls.is_empty());
+        Some(out)
+    }
+
     /// This request without `fields`, for a route that drops what a target
     /// cannot honour rather than skip the target.
     pub fn without(&self, fields: &[Field]) -> ChatRequest {

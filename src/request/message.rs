@@ -1,6 +1,8 @@
 //! A conversation's messages: who said what, in text, images and reasoning
 //! parts, with the assistant's tool calls.
 
+use std::sync::Arc;
+
 use serde_json::{Map, Value};
 
 /// Who said a message.
@@ -32,6 +34,10 @@ pub struct Message {
     /// Fields of the message baton does not translate, passed through
     /// verbatim where the provider speaks the client's dialect.
     pub extra: Map<String, Value>,
+    /// The provider that wrote this message, when baton kept it from an
+    /// earlier answer (a stored Responses turn): its reasoning goes back
+    /// only to that provider, the only one that can read it.
+    pub made_by: Option<Arc<str>>,
 }
 
 impl Message {
@@ -44,6 +50,7 @@ impl Message {
             tool_call_id: None,
             name: None,
             extra: Map::new(),
+            made_by: None,
         }
     }
 

@@ -26,12 +26,20 @@ const MIGRATE_PAUSE: Duration = Duration::from_millis(200);
 
 /// The schema, one migration per version, in SQLite's words and PostgreSQL's
 /// (they differ only in how `seq` counts).
-const MIGRATIONS: [(i64, &str, &str, &str); 1] = [(
-    1,
-    "records",
-    include_str!("migrations/sqlite/0001_records.sql"),
-    include_str!("migrations/postgres/0001_records.sql"),
-)];
+const MIGRATIONS: [(i64, &str, &str, &str); 2] = [
+    (
+        1,
+        "records",
+        include_str!("migrations/sqlite/0001_records.sql"),
+        include_str!("migrations/postgres/0001_records.sql"),
+    ),
+    (
+        2,
+        "responses",
+        include_str!("migrations/sqlite/0002_responses.sql"),
+        include_str!("migrations/postgres/0002_responses.sql"),
+    ),
+];
 
 /// Which database a pool reaches, where the SQL must differ.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -12,6 +12,7 @@ pub mod keys;
 pub mod ledger;
 pub mod query;
 pub mod redact;
+pub mod responses;
 pub mod retention;
 mod row;
 pub mod time;
@@ -28,6 +29,7 @@ pub use insert::MAX_ROWS;
 pub use keyring::Keyring;
 pub use ledger::Spent;
 pub use redact::Redactor;
+pub use responses::{ChainError, KeptTurn};
 pub use row::{RequestRow, now_ms};
 
 use crate::config::{Config, StoreBackend};
@@ -85,6 +87,8 @@ struct Inner {
     log_bodies: bool,
     redactor: ArcSwap<Redactor>,
     backend: &'static str,
+    /// Responses kept for a later turn's `previous_response_id`.
+    kept: responses::Kept,
 }
 
 /// A handle that does not keep the store running, for background tasks
@@ -121,6 +125,7 @@ impl Records {
         let (drain, drains) = mpsc::channel(4);
         let (spent_tx, spent) = oneshot::channel();
         let (first_tx, first_open) = oneshot::channel();
+        let (kept, kept_jobs) = responses::Kept::new(config.store.retention_days);
         let inner = Arc::new(Inner {
             queue,
             drain,
@@ -129,7 +134,9 @@ impl Records {
             log_bodies: config.store.log_bodies,
             redactor: ArcSwap::from_pointee(Redactor::new(config)),
             backend: config.store.backend_name(),
+            kept,
         });
+        tokio::spawn(responses::run(Arc::downgrade(&inner), kept_jobs));
         let tells = writer::Tells { spent: Some(spent_tx), first_open: Some(first_tx) };
         let task = writer::Writer::new(Arc::downgrade(&inner), backend, config.store.retention_days, tells);
         tokio::spawn(task.run(rows, drains));
@@ -166,6 +173,28 @@ impl Records {
     /// The backend's name.
     pub fn backend(&self) -> &'static str {
         self.inner.backend
+    }
+
+    /// Keeps a Responses turn for a later `previous_response_id`: whether
+    /// it was kept. Never waits for the database.
+    pub fn keep_turn(&self, turn: KeptTurn) -> bool {
+        self.inner.kept.keep(turn)
+    }
+
+    /// The kept turn `id`, when it is `owner`'s and still kept.
+    pub async fn kept_turn(&self, id: &str, owner: &str) -> Result<Option<Arc<KeptTurn>>, DbError> {
+        self.inner.kept.get(self.db().as_deref(), id, owner).await
+    }
+
+    /// The conversation kept turn `id` ends, oldest turn first, within
+    /// `max_bytes` of JSON.
+    pub async fn kept_chain(&self, id: &str, owner: &str, max_bytes: usize) -> Result<Vec<Arc<KeptTurn>>, ChainError> {
+        self.inner.kept.chain(self.db().as_deref(), id, owner, max_bytes).await
+    }
+
+    /// Deletes kept turn `id` of `owner`: whether there was one.
+    pub async fn forget_turn(&self, id: &str, owner: &str) -> Result<bool, DbError> {
+        self.inner.kept.delete(self.db().as_deref(), id, owner).await
     }
 
     /// The secrets of a reloaded config, for bodies logged from now on.

@@ -1,6 +1,6 @@
-//! Retention: request rows older than `retention_days` are deleted once the
-//! store opens and every hour after, so the log stays the size its
-//! operator chose.
+//! Retention: request rows and kept responses older than `retention_days`
+//! are deleted once the store opens and every hour after, so the store
+//! stays the size its operator chose.
 
 use std::sync::Weak;
 use std::time::Duration;
@@ -13,11 +13,12 @@ pub const SWEEP_EVERY: Duration = Duration::from_secs(3600);
 /// The bound on one sweep, so a huge backlog cannot hold a connection for long.
 const SWEEP_LIMIT: Duration = Duration::from_secs(60);
 
-/// Deletes the rows that arrived before `retention_days` ended at `now_ms`;
-/// how many went.
+/// Deletes the rows that arrived, and the responses kept, before
+/// `retention_days` ended at `now_ms`; how many rows went.
 pub async fn sweep(db: &Db, retention_days: u32, now_ms: i64) -> Result<u64, DbError> {
     let cutoff = now_ms.saturating_sub(i64::from(retention_days) * 86_400_000);
     let deleted = sqlx::query("DELETE FROM requests WHERE time_ms < $1").bind(cutoff).execute(db.pool()).await?;
+    super::responses::sweep(db, cutoff).await?;
     Ok(deleted.rows_affected())
 }
 

@@ -229,6 +229,7 @@ fn message((i, wire): (usize, WireMessage)) -> Result<Message, ApiError> {
         tool_call_id: wire.tool_call_id,
         name: wire.name,
         extra: wire.extra,
+        made_by: None,
     })
 }
 

@@ -3,17 +3,20 @@
 //! OpenAI provider speak. Requests are parsed into the normalised request
 //! ([`parse`]); events go back as the Responses stream, each event with its
 //! `sequence_number` ([`ResponseEncoder`]), or as one `response` object;
-//! errors in OpenAI's shape. baton keeps no conversation state: every answer
-//! says `store: false`.
+//! errors in OpenAI's shape. A turn the client lets baton keep is handed,
+//! once its answer is whole, to the door's [`Keeper`]; a turn chained with
+//! `previous_response_id` is rebuilt from the kept ones ([`continue_from`]).
 
 mod request;
 mod stream;
+
+use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use http::request::Parts;
 use serde_json::{Map, Value};
 
-pub use request::parse;
+pub use request::{StoredTurn, continue_from, parse, request_input};
 pub use stream::ResponseEncoder;
 
 use super::{ApiError, Dialect, Encoder, Ingress, OPENAI_HEADERS};
@@ -24,10 +27,31 @@ use crate::request::Native;
 pub struct OpenAiResponses;
 
 /// What a Responses client asked that its answer repeats or needs.
+#[derive(Default)]
 pub struct Options {
     /// The request's fields a `response` object echoes (`instructions`,
     /// `tools`, `text`…), as the client sent them.
     pub echo: Map<String, Value>,
+    /// The request as sent: a kept turn keeps its input from here, and a
+    /// chained one is rebuilt from it.
+    pub body: Bytes,
+    /// The kept response this turn continues (`previous_response_id`).
+    pub previous: Option<String>,
+    /// Whether the client lets this turn be kept (`store`; OpenAI's default is yes).
+    pub store: bool,
+    /// Where the answer goes once it is whole, when it is kept; without
+    /// one the answer says `store: false`.
+    pub keeper: Option<Box<dyn Keeper>>,
+    /// The provider that answered, once one has.
+    pub maker: Option<Arc<str>>,
+}
+
+/// Keeps a Responses turn for a later `previous_response_id`: given the
+/// whole `response` object (completed or incomplete, never failed) just
+/// before the client gets its end, so the next turn finds it.
+pub trait Keeper: Send {
+    /// Keeps the turn whose answer is `response`, written by `maker`.
+    fn keep(self: Box<Self>, response: &Value, maker: &str);
 }
 
 impl Dialect for OpenAiResponses {
@@ -37,9 +61,14 @@ impl Dialect for OpenAiResponses {
     type Encoder = ResponseEncoder;
 
     fn parse(body: Bytes, head: &Parts) -> Result<Ingress<Options>, ApiError> {
-        let mut ingress = parse(&body)?;
-        ingress.request.native = Some(Native::new(body, &head.headers, &OPENAI_HEADERS));
+        let native = Native::new(body.clone(), &head.headers, &OPENAI_HEADERS);
+        let mut ingress = parse(body)?;
+        ingress.request.native = Some(native);
         Ok(ingress)
+    }
+
+    fn answered_by(options: &mut Options, provider: &Arc<str>) {
+        options.maker = Some(Arc::clone(provider));
     }
 
     fn encoder(model: &str, options: Options) -> ResponseEncoder {

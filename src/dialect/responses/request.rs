@@ -1,11 +1,16 @@
 //! OpenAI Responses requests, checked and turned into the normalised
 //! [`ChatRequest`]: `input` as text or items, `instructions`, function tools
-//! and their outputs, `text.format`, `reasoning`. baton keeps no
-//! conversation state, so what needs it (`previous_response_id`,
-//! `conversation`) is refused by name. What has no translation stays in the
-//! request's `extra` under the Responses API's names, to be refused by name.
+//! and their outputs, `text.format`, `reasoning`. `previous_response_id`
+//! and `store` are read into the options: the door keeps turns and rebuilds
+//! a conversation from them ([`continue_from`]); `conversation` (OpenAI's
+//! Conversations API, which baton does not have) is refused by name. What
+//! has no translation stays in the request's `extra` under the Responses
+//! API's names, to be refused by name.
 
-use serde_json::{Map, Value};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde_json::{Map, Value, json};
 
 use super::Options;
 use crate::dialect::fields::Fields;
@@ -15,15 +20,13 @@ use crate::request::{
     Tool, ToolCall, ToolChoice,
 };
 
-/// Fields that need state baton does not keep.
-const STATEFUL: [&str; 2] = ["previous_response_id", "conversation"];
-
 /// The request fields a `response` object echoes back.
-const ECHOED: [&str; 11] = [
+const ECHOED: [&str; 12] = [
     "instructions",
     "max_output_tokens",
     "metadata",
     "parallel_tool_calls",
+    "previous_response_id",
     "reasoning",
     "temperature",
     "text",
@@ -37,40 +40,44 @@ const ECHOED: [&str; 11] = [
 /// honours: encrypted reasoning, to send back on the next turn.
 const HONOURED_INCLUDES: [&str; 1] = ["reasoning.encrypted_content"];
 
+/// One earlier turn of a stored conversation, as [`continue_from`] takes it.
+pub struct StoredTurn {
+    /// The turn's input items, as its client sent them.
+    pub input: Vec<Value>,
+    /// The output items of the response it got.
+    pub output: Vec<Value>,
+    /// The provider that wrote that response.
+    pub maker: Arc<str>,
+}
+
 /// Parses and checks a `POST /v1/responses` body.
-pub fn parse(body: &[u8]) -> Result<Ingress<Options>, ApiError> {
+pub fn parse(body: Bytes) -> Result<Ingress<Options>, ApiError> {
     let value: Value =
-        serde_json::from_slice(body).map_err(|err| ApiError::bad_request(format!("invalid request body: {err}")))?;
+        serde_json::from_slice(&body).map_err(|err| ApiError::bad_request(format!("invalid request body: {err}")))?;
     let mut fields = Fields::new(value, "")?;
-    if let Some(name) = STATEFUL.iter().find(|name| fields.map.get(**name).is_some_and(|v| !v.is_null())) {
-        return Err(ApiError::bad_request(format!(
-            "`{name}` is not supported: this gateway keeps no conversation state; send the whole conversation in `input`"
-        )));
+    if fields.map.get("conversation").is_some_and(|v| !v.is_null()) {
+        return Err(ApiError::bad_request(
+            "`conversation` is not supported: this gateway has no Conversations API; \
+             chain turns with `previous_response_id`, or send the whole conversation in `input`",
+        ));
     }
     let echo: Map<String, Value> =
         ECHOED.iter().filter_map(|name| Some(((*name).to_owned(), fields.map.get(*name)?.clone()))).collect();
     let model: String = fields.need("model")?;
     let stream = fields.take("stream")?.unwrap_or(false);
     fields.map.remove("stream_options");
-    // Not honoured: baton stores nothing, and every answer says so.
-    fields.map.remove("store");
+    let previous = fields.take::<String>("previous_response_id")?;
+    // OpenAI keeps a response unless asked not to; so does baton, where it has a store.
+    let store = fields.take::<bool>("store")?.unwrap_or(true);
     // The client's ids for its own bookkeeping (Codex's session and turn): they ask nothing of the answer.
     fields.map.remove("client_metadata");
-    let mut messages = Vec::new();
-    if let Some(instructions) = fields.take::<String>("instructions")? {
-        messages.push(Message::text(Role::System, instructions));
-    }
-    match fields.need::<Value>("input")? {
-        Value::String(text) => messages.push(Message::text(Role::User, text)),
-        Value::Array(items) => {
-            for (i, item) in items.into_iter().enumerate() {
-                input_item(i, item, &mut messages)?;
-            }
-        }
-        _ => return Err(ApiError::bad_request("`input` must be a string or a list of items")),
-    }
+    let instructions = fields.take::<String>("instructions")?;
+    let items = input_items(fields.need::<Value>("input")?)?;
     let mut request = ChatRequest {
-        messages,
+        messages: conversation(
+            instructions,
+            items.into_iter().enumerate().map(|(i, item)| (format!("input[{i}]"), item, None)),
+        )?,
         max_tokens: fields.take("max_output_tokens")?,
         limit_field: LimitField::MaxCompletionTokens,
         temperature: fields.take("temperature")?,
@@ -90,19 +97,85 @@ pub fn parse(body: &[u8]) -> Result<Ingress<Options>, ApiError> {
         fields.map.remove("truncation");
     }
     request.extra = std::mem::take(&mut fields.map);
-    let options = Options { echo };
+    let options = Options { echo, body, previous, store, keeper: None, maker: None };
     Ok(Ingress { model, stream, request, options })
 }
 
-/// Input item `i`, appended to `messages`: a message, a function call (on
-/// the assistant message before it, or a new one), a call's output, or
-/// earlier reasoning.
-fn input_item(i: usize, item: Value, messages: &mut Vec<Message>) -> Result<(), ApiError> {
-    let at = format!("input[{i}].");
-    let mut fields = Fields::new(item, &at)?;
+/// `input` as items: text is one user message.
+fn input_items(input: Value) -> Result<Vec<Value>, ApiError> {
+    match input {
+        Value::String(text) => Ok(vec![json!({
+            "type": "message", "role": "user", "content": [{ "type": "input_text", "text": text }]
+        })]),
+        Value::Array(items) => Ok(items),
+        _ => Err(ApiError::bad_request("`input` must be a string or a list of items")),
+    }
+}
+
+/// The input items of the request `body` (already parsed once, so known
+/// good): what a kept turn keeps.
+pub fn request_input(body: &[u8]) -> Vec<Value> {
+    serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|mut value| input_items(value.get_mut("input")?.take()).ok())
+        .unwrap_or_default()
+}
+
+/// Continues a stored conversation: the earlier `turns`, oldest first (each
+/// turn's input, then its response's output, which its maker wrote), go
+/// before this request's own input. The instructions stay this request's
+/// alone, as OpenAI's API has it. What goes upstream is now baton's
+/// rewrite, so no target is sent the client's body as it came.
+pub fn continue_from(request: &mut ChatRequest, options: &Options, turns: Vec<StoredTurn>) -> Result<(), ApiError> {
+    let mut fields = Fields::new(serde_json::from_slice(&options.body).unwrap_or_default(), "")?;
+    let instructions = fields.take::<String>("instructions")?;
+    let own = input_items(fields.need::<Value>("input")?)?;
+    let mut items = Vec::new();
+    for (t, turn) in turns.into_iter().enumerate() {
+        let at = |what: &str, i: usize| format!("the stored turn {t}'s {what}[{i}]");
+        items.extend(turn.input.into_iter().enumerate().map(|(i, item)| (at("input", i), item, None)));
+        let maker = Some(turn.maker);
+        items.extend(turn.output.into_iter().enumerate().map(|(i, item)| (at("output", i), item, maker.clone())));
+    }
+    items.extend(own.into_iter().enumerate().map(|(i, item)| (format!("input[{i}]"), item, None)));
+    request.messages = conversation(instructions, items)?;
+    request.native = None;
+    Ok(())
+}
+
+/// The conversation of `instructions` and `items`, each item named by
+/// where it is (for errors) and with the provider that wrote it, if baton
+/// kept it from an answer.
+fn conversation(
+    instructions: Option<String>,
+    items: impl IntoIterator<Item = (String, Value, Option<Arc<str>>)>,
+) -> Result<Vec<Message>, ApiError> {
+    let mut messages = Vec::new();
+    if let Some(instructions) = instructions {
+        messages.push(Message::text(Role::System, instructions));
+    }
+    for (at, item, maker) in items {
+        let start = messages.len();
+        input_item(&at, item, &mut messages)?;
+        if let Some(maker) = maker {
+            // The item's own message, or the assistant message it joined.
+            let from = if messages.len() > start { start } else { start.saturating_sub(1) };
+            for message in messages[from..].iter_mut().filter(|message| message.role == Role::Assistant) {
+                message.made_by = Some(Arc::clone(&maker));
+            }
+        }
+    }
+    Ok(messages)
+}
+
+/// The input item at `at` (`input[3]`), appended to `messages`: a message,
+/// a function call (on the assistant message before it, or a new one), a
+/// call's output, or earlier reasoning.
+fn input_item(at: &str, item: Value, messages: &mut Vec<Message>) -> Result<(), ApiError> {
+    let mut fields = Fields::new(item, &format!("{at}."))?;
     let kind = fields.take::<String>("type")?.unwrap_or_else(|| "message".to_owned());
     match kind.as_str() {
-        "message" => messages.push(message(i, fields)?),
+        "message" => messages.push(message(at, fields)?),
         "function_call" => {
             let call = ToolCall {
                 id: fields.need("call_id")?,
@@ -118,8 +191,8 @@ fn input_item(i: usize, item: Value, messages: &mut Vec<Message>) -> Result<(), 
             let id: String = fields.need("call_id")?;
             let content = match fields.need::<Value>("output")? {
                 Value::String(text) => vec![Part::Text { text, cache: None }],
-                Value::Array(parts) => content_parts(i, parts)?,
-                _ => return Err(ApiError::bad_request(format!("`{at}output` must be a string or a list of parts"))),
+                Value::Array(parts) => content_parts(at, parts)?,
+                _ => return Err(ApiError::bad_request(format!("`{at}.output` must be a string or a list of parts"))),
             };
             messages.push(Message { content, tool_call_id: Some(id), ..Message::text(Role::Tool, "") });
         }
@@ -135,8 +208,8 @@ fn input_item(i: usize, item: Value, messages: &mut Vec<Message>) -> Result<(), 
         }
         "item_reference" => {
             return Err(ApiError::bad_request(format!(
-                "`input[{i}]` is an item_reference, which needs a stored response: this gateway keeps none; \
-                 send the item itself (with store: false, clients do)"
+                "`{at}` is an item_reference, which this gateway does not resolve; send the item itself, \
+                 or chain the turn with `previous_response_id`"
             )));
         }
         // Built-in tools' calls and outputs: kept as sent.
@@ -154,21 +227,21 @@ fn assistant() -> Message {
     Message { content: Vec::new(), ..Message::text(Role::Assistant, "") }
 }
 
-fn message(i: usize, mut fields: Fields) -> Result<Message, ApiError> {
+fn message(at: &str, mut fields: Fields) -> Result<Message, ApiError> {
     let role = match fields.need::<String>("role")?.as_str() {
         "user" => Role::User,
         "assistant" => Role::Assistant,
         "system" | "developer" => Role::System,
         other => {
             return Err(ApiError::bad_request(format!(
-                "`input[{i}].role` {other:?} is not one of user, assistant, system, developer"
+                "`{at}.role` {other:?} is not one of user, assistant, system, developer"
             )));
         }
     };
     let content = match fields.need::<Value>("content")? {
         Value::String(text) => vec![Part::Text { text, cache: None }],
-        Value::Array(parts) => content_parts(i, parts)?,
-        _ => return Err(ApiError::bad_request(format!("`input[{i}].content` must be a string or a list of parts"))),
+        Value::Array(parts) => content_parts(at, parts)?,
+        _ => return Err(ApiError::bad_request(format!("`{at}.content` must be a string or a list of parts"))),
     };
     // An item's own id and status say nothing to a model.
     fields.map.remove("id");
@@ -177,13 +250,13 @@ fn message(i: usize, mut fields: Fields) -> Result<Message, ApiError> {
 }
 
 /// Content parts: text in and out, images by URL, anything else as sent.
-fn content_parts(i: usize, parts: Vec<Value>) -> Result<Vec<Part>, ApiError> {
+fn content_parts(at: &str, parts: Vec<Value>) -> Result<Vec<Part>, ApiError> {
     parts
         .into_iter()
         .enumerate()
         .map(|(j, part)| {
             let original = part.clone();
-            let mut part = Fields::new(part, &format!("input[{i}].content[{j}]."))?;
+            let mut part = Fields::new(part, &format!("{at}.content[{j}]."))?;
             let kind: String = part.need("type")?;
             Ok(match kind.as_str() {
                 "input_text" | "output_text" => Part::Text { text: part.need("text")?, cache: None },

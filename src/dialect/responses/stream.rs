@@ -90,7 +90,16 @@ impl ResponseEncoder {
         self.close(&mut ignored);
         self.finish.get_or_insert(FinishReason::Stop);
         let output = Value::Array(std::mem::take(&mut self.output));
-        self.response_with(output)
+        let response = self.response_with(output);
+        self.keep(&response);
+        response
+    }
+
+    /// Hands the whole answer's `response` to the keeper, if it is kept.
+    fn keep(&mut self, response: &Value) {
+        if let Some(keeper) = self.options.keeper.take() {
+            keeper.keep(response, self.options.maker.as_deref().unwrap_or_default());
+        }
     }
 
     /// The `response` object with `output`.
@@ -107,6 +116,7 @@ impl ResponseEncoder {
             ("max_output_tokens", Value::Null),
             ("metadata", json!({})),
             ("parallel_tool_calls", json!(true)),
+            ("previous_response_id", Value::Null),
             ("reasoning", json!({ "effort": null, "summary": null })),
             ("temperature", Value::Null),
             ("text", json!({ "format": { "type": "text" } })),
@@ -127,8 +137,7 @@ impl ResponseEncoder {
             ("incomplete_details", incomplete),
             ("model", json!(self.model)),
             ("output", output),
-            ("previous_response_id", Value::Null),
-            ("store", json!(false)),
+            ("store", json!(self.options.keeper.is_some())),
             ("truncation", json!("disabled")),
             ("usage", if self.finish.is_some() { usage_json(self.usage) } else { Value::Null }),
         ];

@@ -7,11 +7,11 @@ use super::*;
 use crate::request::{ReasoningShown, Setting};
 
 fn parsed(body: Value) -> Ingress<Options> {
-    parse(body.to_string().as_bytes()).unwrap_or_else(|err| panic!("a valid body parses: {}", err.message()))
+    parse(body.to_string().into()).unwrap_or_else(|err| panic!("a valid body parses: {}", err.message()))
 }
 
 fn refused(body: Value) -> String {
-    parse(body.to_string().as_bytes()).err().map(|err| err.message().to_owned()).unwrap_or_default()
+    parse(body.to_string().into()).err().map(|err| err.message().to_owned()).unwrap_or_default()
 }
 
 #[test]
@@ -86,9 +86,9 @@ fn built_in_tools_and_unknown_fields_stay_under_the_apis_names() {
 }
 
 #[test]
-fn state_is_refused_by_name_and_bad_bodies_say_what_is_wrong() {
-    let stateful = refused(json!({ "model": "m", "input": "again", "previous_response_id": "resp_1" }));
-    assert!(stateful.contains("`previous_response_id` is not supported"), "{stateful}");
+fn a_conversation_is_refused_by_name_and_bad_bodies_say_what_is_wrong() {
+    let stateful = refused(json!({ "model": "m", "input": "again", "conversation": "conv_1" }));
+    assert!(stateful.contains("`conversation` is not supported"), "{stateful}");
     let cases = [
         (json!({ "input": "x" }), "`model`: field required"),
         (json!({ "model": "m" }), "`input`: field required"),
@@ -106,4 +106,47 @@ fn state_is_refused_by_name_and_bad_bodies_say_what_is_wrong() {
         let message = refused(body.clone());
         assert!(message.contains(expected), "{body} → {message:?}, expected it to name {expected:?}");
     }
+}
+
+#[test]
+fn a_chained_turn_reads_the_previous_id_and_whether_to_keep_it() {
+    let chained = parsed(json!({ "model": "m", "input": "again", "previous_response_id": "resp_1" }));
+    assert_eq!(chained.options.previous.as_deref(), Some("resp_1"));
+    assert!(chained.options.store, "kept unless the client says not");
+    assert_eq!(chained.options.echo["previous_response_id"], "resp_1", "the response names it");
+    assert!(!chained.request.extra.contains_key("previous_response_id"), "never sent upstream");
+    let unkept = parsed(json!({ "model": "m", "input": "x", "store": false }));
+    assert!(!unkept.options.store);
+    assert!(!unkept.request.extra.contains_key("store"));
+}
+
+#[test]
+fn a_stored_conversation_goes_before_the_turn_and_its_reasoning_names_its_maker() {
+    let mut ingress = parsed(json!({ "model": "m", "instructions": "be brief",
+        "input": [{ "type": "function_call_output", "call_id": "c1", "output": "42" }] }));
+    let turn = StoredTurn {
+        input: vec![
+            json!({ "type": "message", "role": "user", "content": [{ "type": "input_text", "text": "what?" }] }),
+        ],
+        output: vec![
+            json!({ "id": "rs_1", "type": "reasoning", "summary": [], "encrypted_content": "sealed" }),
+            json!({ "id": "fc_1", "type": "function_call", "status": "completed", "call_id": "c1", "name": "f", "arguments": "{}" }),
+        ],
+        maker: Arc::from("gpt"),
+    };
+    continue_from(&mut ingress.request, &ingress.options, vec![turn]).expect("a good chain");
+    let request = &ingress.request;
+    let roles: Vec<Role> = request.messages.iter().map(|message| message.role).collect();
+    assert_eq!(roles, [Role::System, Role::User, Role::Assistant, Role::Tool], "instructions, then the turns in order");
+    assert_eq!(request.messages[0].joined_text(), "be brief", "this turn's instructions only");
+    let answer = &request.messages[2];
+    assert_eq!(answer.made_by.as_deref(), Some("gpt"));
+    assert!(matches!(&answer.content[0], Part::Thinking { signature: Some(sealed), .. } if sealed == "sealed"));
+    assert_eq!(answer.tool_calls[0].id, "c1");
+    assert_eq!(request.messages[3].tool_call_id.as_deref(), Some("c1"));
+    assert!(request.messages[1].made_by.is_none(), "what the client sent was made by none");
+    assert!(request.native.is_none(), "the body as sent no longer says it all");
+    let elsewhere = request.for_provider("claude").expect("the reasoning is left out for another provider");
+    assert!(elsewhere.messages[2].content.is_empty() && elsewhere.messages[2].tool_calls.len() == 1);
+    assert!(request.for_provider("gpt").is_none(), "its maker reads it as it is");
 }

@@ -72,8 +72,9 @@ impl Encoder for ResponseEncoder {
             FinishReason::Stop | FinishReason::ToolCalls => "response.completed",
         };
         let output = Value::Array(std::mem::take(&mut self.output));
-        let response = Wrapped { response: self.response_with(output) };
-        self.event(kind, &response, out);
+        let response = self.response_with(output);
+        self.keep(&response);
+        self.event(kind, &Wrapped { response }, out);
     }
 
     /// `response.failed`, never `response.completed`.

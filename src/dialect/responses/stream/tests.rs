@@ -9,7 +9,7 @@ use crate::dialect::test_support::{call, named_events};
 use crate::dialect::{ApiError, Encoder};
 
 fn options() -> Options {
-    Options { echo: Map::new() }
+    Options { echo: Map::new(), ..Options::default() }
 }
 
 /// Each SSE event of `bytes`, each one's type its name.

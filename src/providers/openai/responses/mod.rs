@@ -1,7 +1,8 @@
 //! OpenAI's Responses API (`POST {base_url}/responses`), for a provider
 //! configured with `api = "responses"`: a Responses client's body goes as
 //! sent; a request of another dialect is written as Responses input items.
-//! baton keeps no conversation state, so every request says `store: false`.
+//! Every request says `store: false`: baton keeps a conversation itself
+//! (the Responses door), so any target, of any kind, can continue it.
 
 mod decode;
 mod simulated;

@@ -1,0 +1,147 @@
+//! The Responses door's state: a turn the client lets baton keep (`store`
+//! true or absent) is kept under its response id and the caller's key; a
+//! turn chained with `previous_response_id` is rebuilt from the kept ones
+//! and sent whole to whichever target answers; `GET` and `DELETE
+//! /v1/responses/{id}` read and forget a kept response. Without a store
+//! (`[store] backend = "none"`) nothing is kept and a chained turn is
+//! refused by name.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use serde_json::{Value, json};
+
+use super::AppState;
+use super::chat::chat;
+use super::edge::Arrival;
+use super::extract::{Asked, Caller, Drilled, JsonContent, Refused};
+use crate::access::ClientKey;
+use crate::dialect::ApiError;
+use crate::dialect::responses::{Keeper, OpenAiResponses, StoredTurn, continue_from, request_input};
+use crate::store::{ChainError, KeptTurn, Records, now_ms};
+
+/// `POST /v1/responses`: the chat handler, with the conversation rebuilt
+/// from the kept turns when the request continues one, and a keeper for
+/// its answer when the client lets it be kept.
+pub(super) async fn create(
+    State(state): State<AppState>,
+    arrival: Arrival,
+    caller: Caller<OpenAiResponses>,
+    content: JsonContent<OpenAiResponses>,
+    drilled: Drilled<OpenAiResponses>,
+    mut asked: Asked<OpenAiResponses>,
+) -> Result<Response, Refused<OpenAiResponses>> {
+    let owner = owner(caller.key());
+    let records = state.records().cloned();
+    if let Some(previous) = &asked.options.previous {
+        let records = records.as_ref().ok_or_else(|| {
+            ApiError::bad_request(
+                "`previous_response_id` is not supported: this gateway keeps no responses ([store] backend = \"none\"); \
+                 send the whole conversation in `input`",
+            )
+        })?;
+        let turns = chain(records, previous, &owner, caller.config().max_body_bytes).await?;
+        continue_from(&mut asked.request, &asked.options, turns)?;
+    }
+    if asked.options.store
+        && let Some(records) = records
+    {
+        let previous = asked.options.previous.clone();
+        let body = asked.options.body.clone();
+        asked.options.keeper = Some(Box::new(Keeping { records, owner, previous, body }));
+    }
+    chat(State(state), arrival, caller, content, drilled, asked).await
+}
+
+/// `GET /v1/responses/{id}`: the kept response, as the client got it.
+pub(super) async fn get(
+    State(state): State<AppState>,
+    caller: Caller<OpenAiResponses>,
+    Path(id): Path<String>,
+) -> Result<Response, Refused<OpenAiResponses>> {
+    let records = state.records().ok_or_else(|| ApiError::response_not_found(&id, false))?;
+    let turn = records.kept_turn(&id, &owner(caller.key())).await.map_err(|_| ApiError::store_unavailable())?;
+    let turn = turn.ok_or_else(|| ApiError::response_not_found(&id, false))?;
+    let response: Value = serde_json::from_str(&turn.response).map_err(|_| ApiError::internal())?;
+    Ok(Json(response).into_response())
+}
+
+/// `DELETE /v1/responses/{id}`: forgets a kept response, in memory and in
+/// the database, before it answers.
+pub(super) async fn delete(
+    State(state): State<AppState>,
+    caller: Caller<OpenAiResponses>,
+    Path(id): Path<String>,
+) -> Result<Response, Refused<OpenAiResponses>> {
+    let records = state.records().ok_or_else(|| ApiError::response_not_found(&id, false))?;
+    let deleted = records.forget_turn(&id, &owner(caller.key())).await.map_err(|_| ApiError::store_unavailable())?;
+    if !deleted {
+        return Err(ApiError::response_not_found(&id, false).into());
+    }
+    Ok(Json(json!({ "id": id, "object": "response", "deleted": true })).into_response())
+}
+
+/// Whose kept responses a caller sees: its key's, or on a gateway without
+/// keys everyone's (the empty name).
+fn owner(key: Option<&ClientKey>) -> String {
+    key.map(|key| key.name.clone()).unwrap_or_default()
+}
+
+/// The kept turns the conversation ending at `previous` holds, oldest
+/// first, within the largest body a client may send.
+async fn chain(records: &Records, previous: &str, owner: &str, max_bytes: usize) -> Result<Vec<StoredTurn>, ApiError> {
+    let kept = records.kept_chain(previous, owner, max_bytes).await.map_err(|err| match err {
+        ChainError::Missing(id) if id == previous => ApiError::response_not_found(&id, true),
+        ChainError::Missing(id) => ApiError::new(
+            http::StatusCode::NOT_FOUND,
+            crate::dialect::ErrorKind::InvalidRequest,
+            "previous_response_not_found",
+            format!(
+                "the conversation `previous_response_id` {previous} continues reaches response {id}, \
+                 which is no longer kept (deleted, or older than the store's retention)"
+            ),
+        ),
+        ChainError::TooLong(limit) => ApiError::bad_request(format!(
+            "the conversation `previous_response_id` {previous} continues is longer than {limit}; \
+             start a new one, or send what matters of it in `input`"
+        )),
+        ChainError::Unavailable(_) => ApiError::store_unavailable(),
+    })?;
+    Ok(kept.iter().map(|turn| stored_turn(turn)).collect())
+}
+
+/// A kept turn as the dialect rebuilds it: its input, and its response's output.
+fn stored_turn(turn: &KeptTurn) -> StoredTurn {
+    let input = serde_json::from_str(&turn.input).unwrap_or_default();
+    let output = serde_json::from_str::<Value>(&turn.response)
+        .ok()
+        .and_then(|mut response| serde_json::from_value(response.get_mut("output")?.take()).ok())
+        .unwrap_or_default();
+    StoredTurn { input, output, maker: turn.maker.as_str().into() }
+}
+
+/// Keeps one answered turn in the store.
+struct Keeping {
+    records: Records,
+    owner: String,
+    previous: Option<String>,
+    /// The request as sent, whose input the turn keeps.
+    body: Bytes,
+}
+
+impl Keeper for Keeping {
+    fn keep(self: Box<Self>, response: &Value, maker: &str) {
+        let Some(id) = response["id"].as_str() else { return };
+        let input = Value::Array(request_input(&self.body)).to_string();
+        self.records.keep_turn(KeptTurn {
+            id: id.to_owned(),
+            owner: self.owner,
+            created_ms: now_ms(),
+            previous_id: self.previous,
+            maker: maker.to_owned(),
+            input,
+            response: response.to_string(),
+        });
+    }
+}
