@@ -37,7 +37,7 @@ pub use retry_budget::RetryBudgetSettings;
 pub use route::{
     CommitWindow, DEFAULT_FIRST_TOKEN_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_ANSWER_BYTES, DEFAULT_MAX_COOLDOWN,
     DEFAULT_MAX_RETRY_WAIT, DEFAULT_REQUEST_BOUND, DEFAULT_RETRY_BACKOFF, Hedge, MidstreamPolicy, Route, Strategy,
-    Surface, UpstreamLimits,
+    Surface, UnsupportedParams, UpstreamLimits,
 };
 pub use state::{DEFAULT_KEY_PREFIX, DEFAULT_REDIS_URL, DEFAULT_STATE_TIMEOUT, StateBackend, StateConfig};
 pub use store::{DEFAULT_RETENTION_DAYS, DEFAULT_STORE_FILE, StoreBackend, StoreConfig};

@@ -170,12 +170,28 @@ pub enum Hedge {
     Auto,
 }
 
+/// What a route does with a request field a target cannot honour
+/// (`unsupported_params`). A field it sends the request without is named in
+/// `x-baton-dropped-params`; a field it refuses skips the target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum UnsupportedParams {
+    /// Refuse every such field.
+    Refuse,
+    /// Send the request without a field that asks nothing of the answer
+    /// (the client dialect says which: Claude Code's `context_management`,
+    /// Codex's `namespace` tool…); refuse the rest. The default, so agents
+    /// work through any kind with a route's defaults.
+    #[default]
+    DropSafe,
+    /// Send the request without every such field.
+    Drop,
+}
+
 /// A route's rules for what a request may ask beyond text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Surface {
-    /// Send a request without the fields a target cannot honour (announced
-    /// in `x-baton-dropped-params`) instead of skipping the target.
-    pub drop_unsupported: bool,
+    /// What happens to a field a target cannot honour.
+    pub unsupported_params: UnsupportedParams,
     /// Check a `json_schema` answer against its schema before it commits.
     pub validate_json: bool,
     /// While reasoning arrives, measure the first-token deadline from the
@@ -193,7 +209,7 @@ pub struct Surface {
 impl Default for Surface {
     fn default() -> Self {
         Surface {
-            drop_unsupported: false,
+            unsupported_params: UnsupportedParams::default(),
             validate_json: true,
             reasoning_keeps_alive: false,
             stream_reasoning: false,
@@ -318,22 +334,23 @@ fn midstream(check: &Checker<'_>, raw: &RawRoute, key: &str) -> Result<Midstream
 /// What the route makes of fields and parts beyond text.
 fn surface(check: &Checker<'_>, raw: &RawRoute, key: &str) -> Result<Surface, ConfigError> {
     let defaults = Surface::default();
-    let drop_unsupported = match &raw.unsupported_params {
-        None => false,
+    let unsupported_params = match &raw.unsupported_params {
+        None => defaults.unsupported_params,
         Some(value) => match value.get_ref().as_str() {
-            "refuse" => false,
-            "drop" => true,
+            "refuse" => UnsupportedParams::Refuse,
+            "drop_safe" => UnsupportedParams::DropSafe,
+            "drop" => UnsupportedParams::Drop,
             other => {
                 return Err(check.error(
                     value,
                     key.to_owned(),
-                    format!("{other:?} is neither \"refuse\" nor \"drop\""),
+                    format!("{other:?} is not one of \"refuse\", \"drop_safe\", \"drop\""),
                 ));
             }
         },
     };
     Ok(Surface {
-        drop_unsupported,
+        unsupported_params,
         validate_json: raw.validate_json.unwrap_or(defaults.validate_json),
         reasoning_keeps_alive: raw.reasoning_keeps_alive.unwrap_or(defaults.reasoning_keeps_alive),
         stream_reasoning: raw.stream_reasoning.unwrap_or(defaults.stream_reasoning),

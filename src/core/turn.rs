@@ -10,7 +10,9 @@ use super::ask::Asked;
 use super::attempt::{Attempt, Opened};
 use super::pass::Plan;
 use super::{AttemptRecord, Engine, Failure};
+use crate::config::UnsupportedParams;
 use crate::providers::ProviderError;
+use crate::request::Field;
 
 /// How one target's turn ended: what failed along the way, and the opened
 /// attempt if one committed.
@@ -38,8 +40,15 @@ pub(super) async fn run(engine: &Engine, plan: &Plan<'_>, index: usize, forced: 
     let health = engine.health.provider(&target.provider.name);
     let (mut request, mut prefilled) = plan.ask.request_for(target);
     let unsupported = target.provider.kind.adapter_for(&target.model).unsupported(&request);
-    if !unsupported.is_empty() && !plan.rules.surface.drop_unsupported {
-        let failure = Failure::Unsupported(unsupported);
+    let refused: Vec<Field> = match plan.rules.surface.unsupported_params {
+        UnsupportedParams::Refuse => unsupported.clone(),
+        UnsupportedParams::DropSafe => {
+            unsupported.iter().filter(|field| !request.dialect.safe_to_drop(field)).cloned().collect()
+        }
+        UnsupportedParams::Drop => Vec::new(),
+    };
+    if !refused.is_empty() {
+        let failure = Failure::Unsupported(refused);
         engine.pipeline.report(&Attempt::new(plan, target, &health, 0, forced), Err(&failure), None);
         run.failures.push(AttemptRecord::of(target, failure, Duration::ZERO));
         return run;

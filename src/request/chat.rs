@@ -5,6 +5,7 @@
 
 use serde_json::{Map, Value};
 
+use super::field::{self, asks_nothing};
 use super::{
     ClientDialect, Field, Image, Message, Native, Part, ReasoningShown, ResponseFormat, Setting, Tool, ToolChoice,
 };
@@ -139,6 +140,31 @@ impl ChatRequest {
         self.max_tokens.map_or(DEFAULT_OUTPUT_RESERVE, u64::from)
     }
 
+    /// The client's top-level fields baton does not translate that ask
+    /// something (not `null` or `false`), as a target of another API names
+    /// them: each of the client API's own tools apart.
+    pub fn untranslated_fields(&self) -> Vec<Field> {
+        let mut out = Vec::new();
+        for (name, value) in self.extra.iter().filter(|(_, value)| !asks_nothing(value)) {
+            match name.as_str() {
+                "tools" => out.extend(field::own_tools(value)),
+                _ => out.push(Field::top(name)),
+            }
+        }
+        out
+    }
+
+    /// The fields of message `i` baton does not translate that ask something.
+    pub fn untranslated_message_fields(&self, i: usize) -> Vec<Field> {
+        let Some(message) = self.messages.get(i) else { return Vec::new() };
+        message
+            .extra
+            .iter()
+            .filter(|(_, value)| !asks_nothing(value))
+            .map(|(name, _)| Field::message(i, name))
+            .collect()
+    }
+
     /// This request as `provider` may read it, when it holds reasoning that
     /// another provider wrote in an earlier turn baton kept: that reasoning
     /// is left out (encrypted, it means something only to its maker). None
@@ -172,6 +198,7 @@ impl ChatRequest {
         for field in fields {
             match field {
                 Field::Top(name) | Field::Together(name, _) => out.drop_top(name),
+                Field::Tool { .. } => out.drop_tool(field),
                 Field::Message(i, name) => {
                     if let Some(message) = out.messages.get_mut(*i) {
                         match name.as_str() {
@@ -195,6 +222,16 @@ impl ChatRequest {
             }
         }
         out
+    }
+
+    /// Takes out the client API's own tool that `field` names.
+    fn drop_tool(&mut self, field: &Field) {
+        if let Some(Value::Array(tools)) = self.extra.get_mut("tools") {
+            tools.retain(|tool| !field::is_tool(field, tool));
+            if tools.is_empty() {
+                self.extra.remove("tools");
+            }
+        }
     }
 
     /// Takes out top-level field `name`, translated or passed through.

@@ -63,7 +63,42 @@ impl Setting {
     ];
 }
 
+/// The fields of each dialect a target that cannot honour them may go
+/// without by default (`unsupported_params = "drop_safe"`), because they
+/// ask nothing of the answer: the model is asked the same thing with the
+/// same tools to answer it. docs/dialects.md says why each is safe.
+const SAFE_TO_DROP: [(ClientDialect, &str); 2] = [
+    // Claude Code's instruction to clear old thinking or tool results
+    // server-side as the context grows: without it the model sees the
+    // whole conversation.
+    (ClientDialect::Messages, "context_management"),
+    // What of `thinking` has no translation once its budget has one:
+    // `display` (whether thinking text comes back; only Anthropic's own
+    // thinking can go back to an Anthropic client, so another target's
+    // never does), or `adaptive` thinking, which leaves the depth to the
+    // model, as the target's own default does.
+    (ClientDialect::Messages, "thinking"),
+];
+
+/// The client API's own tools a target of another API may go without by
+/// default: Codex's `namespace` tool groups its sub-agent functions
+/// (spawn, message, wait for an agent), an option Codex itself runs
+/// without (`--disable multi_agent`); the task and every other tool stay.
+const SAFE_TO_DROP_TOOLS: [(ClientDialect, &str); 1] = [(ClientDialect::Responses, "namespace")];
+
 impl ClientDialect {
+    /// Whether a target that cannot honour `field` may go without it by
+    /// default, because it asks nothing of the answer.
+    pub fn safe_to_drop(self, field: &super::Field) -> bool {
+        match field {
+            // The end user, for the provider's abuse monitoring: nothing the model sees.
+            super::Field::Top(name) if name == self.word(Setting::User) => true,
+            super::Field::Top(name) => SAFE_TO_DROP.contains(&(self, name.as_str())),
+            super::Field::Tool { kind, .. } => SAFE_TO_DROP_TOOLS.contains(&(self, kind.as_str())),
+            super::Field::Message(..) | super::Field::Part(..) | super::Field::Together(..) => false,
+        }
+    }
+
     /// The dialect's name for `setting`, as its clients write it.
     pub fn word(self, setting: Setting) -> &'static str {
         match (self, setting) {

@@ -19,10 +19,10 @@ mod tools;
 
 pub use chat::{ChatRequest, DEFAULT_OUTPUT_RESERVE, LimitField};
 pub use dialect::{ClientDialect, Native, ReasoningShown, Setting};
-pub use field::Field;
+pub use field::{Field, asks_nothing};
 pub use key::Key;
 pub use message::{Image, InlineImage, Message, Part, Role, ToolCall};
-pub use tools::{JsonSchema, ResponseFormat, Tool, ToolChoice};
+pub use tools::{FREEFORM_INPUT, JsonSchema, ResponseFormat, Tool, ToolChoice};
 
 #[cfg(test)]
 mod tests;

@@ -18,6 +18,11 @@ pub struct Tool {
     pub cache: Option<Value>,
 }
 
+/// The one property of the function a freeform tool (the Responses API's
+/// `custom`, such as Codex's `apply_patch`) becomes for a target without
+/// such tools: the tool's whole input, as the model writes it.
+pub const FREEFORM_INPUT: &str = "input";
+
 /// Whether, and which, tools the model must call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ToolChoice {

@@ -39,6 +39,9 @@ pub struct Options {
     pub previous: Option<String>,
     /// Whether the client lets this turn be kept (`store`; OpenAI's default is yes).
     pub store: bool,
+    /// The freeform (`custom`) tools the client offered: a call of one is
+    /// answered as a `custom_tool_call`, its input unwrapped.
+    pub custom_tools: Vec<String>,
     /// Where the answer goes once it is whole, when it is kept; without
     /// one the answer says `store: false`.
     pub keeper: Option<Box<dyn Keeper>>,

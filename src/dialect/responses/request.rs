@@ -16,8 +16,8 @@ use super::Options;
 use crate::dialect::fields::Fields;
 use crate::dialect::{ApiError, Ingress};
 use crate::request::{
-    ChatRequest, ClientDialect, Image, JsonSchema, LimitField, Message, Part, ReasoningShown, ResponseFormat, Role,
-    Tool, ToolCall, ToolChoice,
+    ChatRequest, ClientDialect, FREEFORM_INPUT, Image, JsonSchema, LimitField, Message, Part, ReasoningShown,
+    ResponseFormat, Role, Tool, ToolCall, ToolChoice,
 };
 
 /// The request fields a `response` object echoes back.
@@ -88,7 +88,7 @@ pub fn parse(body: Bytes) -> Result<Ingress<Options>, ApiError> {
         dialect: ClientDialect::Responses,
         ..ChatRequest::default()
     };
-    tools(&mut fields, &mut request)?;
+    let custom_tools = tools(&mut fields, &mut request)?;
     tool_choice(&mut fields, &mut request)?;
     text(&mut fields, &mut request)?;
     reasoning(&mut fields, &mut request)?;
@@ -97,7 +97,7 @@ pub fn parse(body: Bytes) -> Result<Ingress<Options>, ApiError> {
         fields.map.remove("truncation");
     }
     request.extra = std::mem::take(&mut fields.map);
-    let options = Options { echo, body, previous, store, keeper: None, maker: None };
+    let options = Options { echo, body, previous, store, custom_tools, keeper: None, maker: None };
     Ok(Ingress { model, stream, request, options })
 }
 
@@ -177,17 +177,15 @@ fn input_item(at: &str, item: Value, messages: &mut Vec<Message>) -> Result<(), 
     match kind.as_str() {
         "message" => messages.push(message(at, fields)?),
         "function_call" => {
-            let call = ToolCall {
-                id: fields.need("call_id")?,
-                name: fields.need("name")?,
-                arguments: fields.take("arguments")?.unwrap_or_default(),
-            };
-            match messages.last_mut() {
-                Some(last) if last.role == Role::Assistant => last.tool_calls.push(call),
-                _ => messages.push(Message { content: Vec::new(), tool_calls: vec![call], ..assistant() }),
-            }
+            let arguments = fields.take("arguments")?.unwrap_or_default();
+            push_call(messages, ToolCall { id: fields.need("call_id")?, name: fields.need("name")?, arguments });
         }
-        "function_call_output" => {
+        // A freeform tool's call: its input is the one string its function takes.
+        "custom_tool_call" => {
+            let arguments = json!({ FREEFORM_INPUT: fields.need::<String>("input")? }).to_string();
+            push_call(messages, ToolCall { id: fields.need("call_id")?, name: fields.need("name")?, arguments });
+        }
+        "function_call_output" | "custom_tool_call_output" => {
             let id: String = fields.need("call_id")?;
             let content = match fields.need::<Value>("output")? {
                 Value::String(text) => vec![Part::Text { text, cache: None }],
@@ -220,6 +218,14 @@ fn input_item(at: &str, item: Value, messages: &mut Vec<Message>) -> Result<(), 
         }
     }
     Ok(())
+}
+
+/// `call` on the assistant message before it, or on a new one.
+fn push_call(messages: &mut Vec<Message>, call: ToolCall) {
+    match messages.last_mut() {
+        Some(last) if last.role == Role::Assistant => last.tool_calls.push(call),
+        _ => messages.push(Message { content: Vec::new(), tool_calls: vec![call], ..assistant() }),
+    }
 }
 
 /// An empty assistant message.
@@ -271,12 +277,15 @@ fn content_parts(at: &str, parts: Vec<Value>) -> Result<Vec<Part>, ApiError> {
         .collect()
 }
 
-/// Function tools are translated; the API's built-in tools (web search,
-/// file search, computer use…) stay in `extra` as `tools`, so only a target
-/// that speaks Responses natively takes them.
-fn tools(fields: &mut Fields, request: &mut ChatRequest) -> Result<(), ApiError> {
-    let Some(wire) = fields.take::<Vec<Value>>("tools")? else { return Ok(()) };
+/// Function tools are translated, and so are freeform (`custom`) tools,
+/// as functions taking one string (see [`freeform_parameters`]); the API's
+/// built-in tools (web search, file search, computer use…) and Codex's
+/// `namespace` of functions stay in `extra` as `tools`, so only a target
+/// that speaks Responses natively takes them. The custom tools' names.
+fn tools(fields: &mut Fields, request: &mut ChatRequest) -> Result<Vec<String>, ApiError> {
+    let Some(wire) = fields.take::<Vec<Value>>("tools")? else { return Ok(Vec::new()) };
     let mut built_in = Vec::new();
+    let mut custom = Vec::new();
     for (i, tool) in wire.into_iter().enumerate() {
         let mut tool = Fields::new(tool, &format!("tools[{i}]."))?;
         match tool.need::<String>("type")?.as_str() {
@@ -287,6 +296,18 @@ fn tools(fields: &mut Fields, request: &mut ChatRequest) -> Result<(), ApiError>
                 strict: tool.take("strict")?,
                 cache: None,
             }),
+            "custom" => {
+                let name: String = tool.need("name")?;
+                let parameters = freeform_parameters(tool.take::<Value>("format")?.as_ref());
+                request.tools.push(Tool {
+                    name: name.clone(),
+                    description: tool.take("description")?,
+                    parameters,
+                    strict: None,
+                    cache: None,
+                });
+                custom.push(name);
+            }
             kind => {
                 tool.map.insert("type".into(), Value::String(kind.to_owned()));
                 built_in.push(Value::Object(tool.map));
@@ -296,7 +317,28 @@ fn tools(fields: &mut Fields, request: &mut ChatRequest) -> Result<(), ApiError>
     if !built_in.is_empty() {
         fields.map.insert("tools".into(), Value::Array(built_in));
     }
-    Ok(())
+    Ok(custom)
+}
+
+/// A freeform tool's input as a function's parameters: one string,
+/// described by the tool's `format` (a grammar is given to the model in
+/// the description, since a function cannot hold it).
+fn freeform_parameters(format: Option<&Value>) -> Value {
+    let grammar = format.filter(|format| format["type"] == "grammar");
+    let description = match grammar {
+        Some(grammar) => format!(
+            "The tool's whole input, as free text in this {} grammar:\n{}",
+            grammar["syntax"].as_str().unwrap_or("given"),
+            grammar["definition"].as_str().unwrap_or_default()
+        ),
+        None => "The tool's whole input, as free text.".to_owned(),
+    };
+    json!({
+        "type": "object",
+        "properties": { FREEFORM_INPUT: { "type": "string", "description": description } },
+        "required": [FREEFORM_INPUT],
+        "additionalProperties": false,
+    })
 }
 
 fn tool_choice(fields: &mut Fields, request: &mut ChatRequest) -> Result<(), ApiError> {
@@ -306,7 +348,7 @@ fn tool_choice(fields: &mut Fields, request: &mut ChatRequest) -> Result<(), Api
         Value::String(mode) if mode == "auto" => Some(ToolChoice::Auto),
         Value::String(mode) if mode == "none" => Some(ToolChoice::None),
         Value::String(mode) if mode == "required" => Some(ToolChoice::Required),
-        Value::Object(named) if named.get("type").is_some_and(|t| t == "function") => {
+        Value::Object(named) if named.get("type").is_some_and(|t| t == "function" || t == "custom") => {
             let name = named.get("name").and_then(Value::as_str);
             Some(ToolChoice::Function(
                 name.ok_or_else(|| ApiError::bad_request("`tool_choice.name`: field required"))?.to_owned(),

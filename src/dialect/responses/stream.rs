@@ -16,6 +16,7 @@ use super::Options;
 use crate::dialect::sse::{put_json_str, write_named};
 use crate::event::{Event, FinishReason, Logprobs, ToolCallDelta, Usage};
 use crate::random_id::random_id;
+use crate::request::FREEFORM_INPUT;
 use fields::{ARGUMENTS_DELTA, DeltaKind, Done, ItemDone, PartAt, Tagged, Wrapped};
 
 /// The output item being written.
@@ -26,8 +27,10 @@ enum Open {
     /// A reasoning summary, and the reasoning in encrypted form when the
     /// target (one that speaks Responses) gave it.
     Reasoning { id: String, text: String, encrypted: Option<String> },
-    /// A function call, by its index among the answer's calls.
-    Call { id: String, index: u32, call_id: String, name: String, arguments: String },
+    /// A function call, by its index among the answer's calls; `freeform`
+    /// when it calls one of the client's `custom` tools, whose input is
+    /// unwrapped from the arguments once they are whole.
+    Call { id: String, index: u32, call_id: String, name: String, arguments: String, freeform: bool },
 }
 
 impl Open {
@@ -184,13 +187,18 @@ impl ResponseEncoder {
             Event::Reasoning(_) | Event::Signature(_) => {
                 Open::Reasoning { id: random_id("rs_", 32), text: String::new(), encrypted: None }
             }
-            Event::ToolCall(call) => Open::Call {
-                id: random_id("fc_", 32),
-                index: call.index,
-                call_id: call.id.clone().unwrap_or_default(),
-                name: call.name.clone().unwrap_or_default(),
-                arguments: String::new(),
-            },
+            Event::ToolCall(call) => {
+                let name = call.name.clone().unwrap_or_default();
+                let freeform = self.options.custom_tools.contains(&name);
+                Open::Call {
+                    id: random_id(if freeform { "ctc_" } else { "fc_" }, 32),
+                    index: call.index,
+                    call_id: call.id.clone().unwrap_or_default(),
+                    name,
+                    arguments: String::new(),
+                    freeform,
+                }
+            }
             _ => return,
         };
         let index = self.output_index();
@@ -210,6 +218,11 @@ impl ResponseEncoder {
                     json!({ "item_id": id, "output_index": index,
                     "summary_index": 0, "part": { "type": "summary_text", "text": "" } }),
                 )),
+            ),
+            Open::Call { id, call_id, name, freeform: true, .. } => (
+                json!({ "id": id, "type": "custom_tool_call", "status": "in_progress", "input": "",
+                    "call_id": call_id, "name": name }),
+                None,
             ),
             Open::Call { id, call_id, name, .. } => (
                 json!({ "id": id, "type": "function_call", "status": "in_progress", "arguments": "",
@@ -280,6 +293,16 @@ impl ResponseEncoder {
                 );
                 item
             }
+            Open::Call { id, call_id, name, arguments, freeform: true, .. } => {
+                let mut item = json!({ "id": id, "type": "custom_tool_call", "status": "completed", "call_id": call_id, "name": name });
+                item["input"] = Value::String(freeform_input(arguments));
+                let at = PartAt { item_id: &id, output_index, content_index: None, summary_index: None };
+                let input = json!({ "item_id": id, "output_index": output_index, "delta": item["input"] });
+                self.event("response.custom_tool_call_input.delta", &input, out);
+                let done = Done { at, input: Some(&item["input"]), ..Done::default() };
+                self.event("response.custom_tool_call_input.done", &done, out);
+                item
+            }
             Open::Call { id, call_id, name, arguments, .. } => {
                 let mut item = json!({ "id": id, "type": "function_call", "status": "completed", "call_id": call_id, "name": name });
                 item["arguments"] = Value::String(arguments);
@@ -298,10 +321,26 @@ impl ResponseEncoder {
         if call.arguments.is_empty() {
             return;
         }
-        if let Some(Open::Call { arguments, .. }) = &mut self.open {
+        if let Some(Open::Call { arguments, freeform, .. }) = &mut self.open {
             arguments.push_str(&call.arguments);
+            // A freeform input is unwrapped from its arguments once they are whole.
+            if *freeform {
+                return;
+            }
         }
         self.delta(&ARGUMENTS_DELTA, &call.arguments, out);
+    }
+}
+
+/// A freeform tool's input: the one string its function took, or the
+/// arguments as the model wrote them when they are not that.
+fn freeform_input(arguments: String) -> String {
+    match serde_json::from_str::<Value>(&arguments) {
+        Ok(Value::Object(mut fields)) if fields.len() == 1 => match fields.remove(FREEFORM_INPUT) {
+            Some(Value::String(input)) => input,
+            _ => arguments,
+        },
+        _ => arguments,
     }
 }
 

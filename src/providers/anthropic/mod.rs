@@ -200,13 +200,12 @@ const MIN_THINKING_TOP_P: f64 = 0.95;
 /// The request's fields Anthropic has no equivalent for; a field set to
 /// `null` or `false` asks for nothing and is honoured.
 fn unsupported(req: &ChatRequest) -> Vec<Field> {
-    let mut out: Vec<Field> =
-        req.extra.iter().filter(|(_, value)| !asks_nothing(value)).map(|(name, _)| Field::top(name)).collect();
+    let mut out = req.untranslated_fields();
     if req.temperature.is_some_and(|t| t > MAX_TEMPERATURE) {
         out.push(req.field(Setting::Temperature));
     }
     for (i, message) in req.messages.iter().enumerate() {
-        out.extend(message.extra.iter().filter(|(_, v)| !asks_nothing(v)).map(|(name, _)| Field::message(i, name)));
+        out.extend(req.untranslated_message_fields(i));
         if message.name.is_some() {
             out.push(Field::message(i, "name"));
         }
@@ -251,11 +250,6 @@ fn thinking_conflicts(req: &ChatRequest) -> Vec<Field> {
         .filter(|(_, conflicts)| *conflicts)
         .map(|(with, _)| Field::Together(word(Setting::ReasoningEffort).to_owned(), with.to_owned()))
         .collect()
-}
-
-/// Whether a field's value asks for nothing: `null`, `false`.
-fn asks_nothing(value: &Value) -> bool {
-    matches!(value, Value::Null | Value::Bool(false))
 }
 
 /// The Messages body: system prompts outside the conversation, tool calls

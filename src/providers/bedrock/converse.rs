@@ -55,8 +55,7 @@ impl Adapter for Converse {
     /// by URL, a call or result another turn cannot match, `tool_choice`
     /// none (Converse can only leave tools out).
     fn unsupported(&self, req: &ChatRequest) -> Vec<Field> {
-        let mut out: Vec<Field> =
-            req.extra.iter().filter(|(_, value)| !asks_nothing(value)).map(|(name, _)| Field::top(name)).collect();
+        let mut out = req.untranslated_fields();
         if matches!(req.response_format, Some(ResponseFormat::JsonObject | ResponseFormat::JsonSchema(_))) {
             out.push(req.field(Setting::ResponseFormat));
         }
@@ -77,7 +76,7 @@ impl Adapter for Converse {
         }
         out.sort_by_cached_key(Field::to_string);
         for (i, message) in req.messages.iter().enumerate() {
-            out.extend(message.extra.iter().filter(|(_, v)| !asks_nothing(v)).map(|(name, _)| Field::message(i, name)));
+            out.extend(req.untranslated_message_fields(i));
             if message.name.is_some() {
                 out.push(Field::message(i, "name"));
             }
@@ -99,11 +98,6 @@ impl Adapter for Converse {
         }
         out
     }
-}
-
-/// Whether a field's value asks for nothing: `null`, `false`.
-fn asks_nothing(value: &Value) -> bool {
-    matches!(value, Value::Null | Value::Bool(false))
 }
 
 /// A tool call's arguments as the object Converse wants (empty means none).

@@ -123,10 +123,9 @@ fn unsupported(req: &ChatRequest) -> Vec<Field> {
         return Vec::new();
     }
     let mut out: Vec<Field> = req
-        .extra
-        .iter()
-        .filter(|(name, value)| !asks_nothing(value) && generation_field(req, name).is_none())
-        .map(|(name, _)| Field::top(name))
+        .untranslated_fields()
+        .into_iter()
+        .filter(|field| !matches!(field, Field::Top(name) if generation_field(req, name).is_some()))
         .collect();
     if req.parallel_tool_calls == Some(false) {
         out.push(req.field(Setting::ParallelToolCalls));
@@ -140,7 +139,7 @@ fn unsupported(req: &ChatRequest) -> Vec<Field> {
     // Top-level names in one order, whether translated or passed through.
     out.sort_by_cached_key(Field::to_string);
     for (i, message) in req.messages.iter().enumerate() {
-        out.extend(message.extra.iter().filter(|(_, v)| !asks_nothing(v)).map(|(name, _)| Field::message(i, name)));
+        out.extend(req.untranslated_message_fields(i));
         if message.name.is_some() {
             out.push(Field::message(i, "name"));
         }
@@ -166,11 +165,6 @@ fn unsupported(req: &ChatRequest) -> Vec<Field> {
         }
     }
     out
-}
-
-/// Whether a field's value asks for nothing: `null`, `false`.
-fn asks_nothing(value: &Value) -> bool {
-    matches!(value, Value::Null | Value::Bool(false))
 }
 
 /// The `generateContent` body: roles `user` and `model`, tool calls and

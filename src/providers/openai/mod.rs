@@ -103,10 +103,9 @@ fn native_settings(model: &str) -> [(&'static str, Set<'_>); 3] {
 /// Completions equivalent: its untranslated fields and parts, and a
 /// thinking budget that matches no effort (see [`effort_for_budget`]).
 fn untranslated(req: &ChatRequest) -> Vec<Field> {
-    let mut out: Vec<Field> =
-        req.extra.iter().filter(|(_, value)| !asks_nothing(value)).map(|(name, _)| Field::top(name)).collect();
+    let mut out = req.untranslated_fields();
     for (i, message) in req.messages.iter().enumerate() {
-        out.extend(message.extra.iter().filter(|(_, v)| !asks_nothing(v)).map(|(name, _)| Field::message(i, name)));
+        out.extend(req.untranslated_message_fields(i));
         for (j, part) in message.content.iter().enumerate() {
             if matches!(part, Part::Other(_)) {
                 out.push(Field::Part(i, j, "a part of another type"));
@@ -117,11 +116,6 @@ fn untranslated(req: &ChatRequest) -> Vec<Field> {
         out.push(req.field(Setting::ThinkingBudget));
     }
     out
-}
-
-/// Whether a field's value asks for nothing: `null`, `false`.
-fn asks_nothing(value: &Value) -> bool {
-    matches!(value, Value::Null | Value::Bool(false))
 }
 
 /// The effort a thinking budget comes closest to, for a client that gave a

@@ -44,8 +44,10 @@ export async function startMock(kind, { marker = kind, args = [] } = {}) {
 
 /** A `[[providers]]` entry named `name` for a started mock. */
 export function providerToml(name, mock) {
-  const suffix = mock.kind === "openai" ? "/v1" : "";
-  return `\n[[providers]]\nname = "${name}"\nkind = "${mock.kind}"\nbase_url = "http://${mock.addr}${suffix}"\n`;
+  // The simulated Responses API is an openai-kind provider that speaks it.
+  const [kind, api] = mock.kind === "openai-responses" ? ["openai", 'api = "responses"\n'] : [mock.kind, ""];
+  const suffix = kind === "openai" ? "/v1" : "";
+  return `\n[[providers]]\nname = "${name}"\nkind = "${kind}"\n${api}base_url = "http://${mock.addr}${suffix}"\n`;
 }
 
 /** Starts `baton serve` on this config (TOML); resolves with the process and its address. */

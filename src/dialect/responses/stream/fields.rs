@@ -76,5 +76,7 @@ pub(super) struct Done<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) arguments: Option<&'a Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) input: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) logprobs: Option<&'a Value>,
 }

@@ -12,6 +12,7 @@ use serde_json::value::RawValue;
 
 use crate::event::{Event, FinishReason, Logprobs, ToolCallDelta, Usage};
 use crate::providers::{Decoder, ProviderError, SseEvent};
+use crate::request::FREEFORM_INPUT;
 
 #[derive(Default)]
 pub(super) struct ResponsesDecoder {
@@ -75,6 +76,8 @@ struct Item<'a> {
     call_id: Option<String>,
     name: Option<String>,
     encrypted_content: Option<String>,
+    /// A freeform (`custom`) tool call's whole input.
+    input: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -168,7 +171,9 @@ impl Decoder for ResponsesDecoder {
                 events.extend(delta.map(Event::Reasoning));
             }
             "response.output_item.added" => match wire.item {
-                Some(item) if item.kind == "function_call" => events.push(self.call_began(item, wire.output_index)),
+                Some(item) if item.kind == "function_call" || item.kind == "custom_tool_call" => {
+                    events.push(self.call_began(item, wire.output_index));
+                }
                 _ => {}
             },
             "response.function_call_arguments.delta" => events.extend(self.arguments(delta, wire.output_index)?),
@@ -176,6 +181,11 @@ impl Decoder for ResponsesDecoder {
             "response.output_item.done" => match wire.item {
                 Some(Item { kind, encrypted_content: Some(encrypted), .. }) if kind == "reasoning" => {
                     events.push(Event::Signature(encrypted));
+                }
+                // A freeform tool's input, whole, as the one string its function takes.
+                Some(Item { kind, input: Some(input), .. }) if kind == "custom_tool_call" => {
+                    let arguments = serde_json::json!({ FREEFORM_INPUT: input }).to_string();
+                    events.extend(self.arguments(Some(arguments), wire.output_index)?);
                 }
                 _ => {}
             },

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use http::header::AUTHORIZATION;
 use serde_json::{Map, Value, json};
 
-use super::{asks_nothing, effort_for_budget};
+use super::effort_for_budget;
 use crate::providers::driver::{self, Set};
 use crate::providers::simulate::Simulated;
 use crate::providers::{Adapter, Decoder, ProviderError, Upstream};
@@ -60,9 +60,7 @@ impl Adapter for OpenAiResponses {
         }
         let mut out: Vec<Field> = match req.extra_in(ClientDialect::Responses) {
             Some(_) => Vec::new(),
-            None => {
-                req.extra.iter().filter(|(_, value)| !asks_nothing(value)).map(|(name, _)| Field::top(name)).collect()
-            }
+            None => req.untranslated_fields(),
         };
         if !req.stop.is_empty() {
             out.push(req.field(Setting::Stop));
@@ -73,9 +71,7 @@ impl Adapter for OpenAiResponses {
         let own = req.dialect == ClientDialect::Responses;
         for (i, message) in req.messages.iter().enumerate() {
             if !own {
-                out.extend(
-                    message.extra.iter().filter(|(_, v)| !asks_nothing(v)).map(|(name, _)| Field::message(i, name)),
-                );
+                out.extend(req.untranslated_message_fields(i));
             }
             if message.name.is_some() {
                 out.push(Field::message(i, "name"));
