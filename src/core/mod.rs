@@ -12,6 +12,7 @@ mod drill;
 mod error;
 mod failure;
 mod pass;
+mod plan;
 mod race;
 mod relay;
 mod resume;
@@ -45,7 +46,7 @@ use crate::resilience::Health;
 use crate::state::Store;
 use attempt::Pipeline;
 use budget::{RetryBudget, RetryBudgets};
-use pass::Plan;
+use plan::Plan;
 use resume::Continuation;
 
 /// Runs requests against the providers through an [`Opener`], and keeps
