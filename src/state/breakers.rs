@@ -124,8 +124,9 @@ async fn sync(store: &Store, providers: &[(String, Arc<ProviderHealth>)]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::BreakerSettings;
     use crate::observe::Metrics;
-    use crate::resilience::{BreakerSettings, Permit};
+    use crate::resilience::Permit;
     use crate::state::MemoryState;
 
     const COOLDOWN: Duration = Duration::from_secs(5);
