@@ -161,7 +161,7 @@ fn replicas_sharing_a_redis_run_each_drill_once_per_interval() {
                 redis.state_toml("drills")
             ));
             let store =
-                Store::from_config(&config.state, &Arc::new(baton::observe::Metrics::new())).expect("a redis store");
+                Store::from_config(&config.state, Arc::new(baton::observe::Metrics::new())).expect("a redis store");
             let replica = context(config, &scripted, Some(Arc::clone(&store)));
             spawn_sync(store, Arc::downgrade(replica.engine.health_handle()));
             replicas.push(replica);

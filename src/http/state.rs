@@ -47,7 +47,7 @@ impl AppState {
     /// State for `config`, with a fresh engine.
     pub fn new(config: Config) -> Result<Self, ClientError> {
         let engine = Engine::new(&config)?;
-        let store = Store::from_config(&config.state, engine.metrics());
+        let store = Store::from_config(&config.state, Arc::clone(engine.metrics()) as _);
         let engine = engine.with_store(store.clone());
         if let Some(store) = &store {
             crate::state::spawn_sync(Arc::clone(store), Arc::downgrade(engine.health_handle()));

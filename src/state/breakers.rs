@@ -125,9 +125,8 @@ async fn sync(store: &Store, providers: &[(String, Arc<ProviderHealth>)]) {
 mod tests {
     use super::*;
     use crate::config::BreakerSettings;
-    use crate::observe::Metrics;
     use crate::resilience::Permit;
-    use crate::state::MemoryState;
+    use crate::state::{MemoryState, SaidUp};
 
     const COOLDOWN: Duration = Duration::from_secs(5);
 
@@ -136,7 +135,7 @@ mod tests {
         let settings = BreakerSettings { cooldown: COOLDOWN, ..BreakerSettings::default() };
         let health = Arc::new(Health::new([("p", settings)]));
         let store =
-            Store::new(Arc::new(shared.replica()), "memory", Duration::from_millis(50), Arc::new(Metrics::new()));
+            Store::new(Arc::new(shared.replica()), "memory", Duration::from_millis(50), Arc::new(SaidUp::default()));
         spawn_sync(store, Arc::downgrade(&health));
         health
     }
