@@ -23,7 +23,7 @@ pub mod secret;
 pub mod state;
 pub mod store;
 
-pub use http::{AppState, app};
+pub use http::{AppBuilder, AppState, app};
 
 /// Serves the proxy on `listener` until the process ends.
 pub async fn serve(listener: tokio::net::TcpListener, state: AppState) -> std::io::Result<()> {

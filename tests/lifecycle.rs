@@ -268,7 +268,7 @@ async fn worker_threads_share_one_listener_and_stop_together() {
         let mock = MockProvider::openai().marker("tok").tokens(20).spawned().await;
         let key = |name: &str| (name == "TEST_PROVIDER_KEY").then(|| "key".to_owned());
         let config = baton::config::parse(&single_route(&mock, ""), "test.toml", &key).expect("config");
-        let state = baton::AppState::new(config).expect("state");
+        let state = support::over_http(config).build();
         let listener = baton::http::server::bind("127.0.0.1:0".parse().unwrap()).expect("bind");
         let addr = listener.local_addr().unwrap();
         let listener = listener.into_std().unwrap();

@@ -12,7 +12,6 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use baton::AppState;
 use baton::mock::{MockHandle, MockProvider};
 use baton::providers::ProviderKind;
 use support::http_proxy::HttpProxy;
@@ -39,7 +38,7 @@ async fn backup() -> MockHandle {
 async fn baton(text: &str, env: &[(&str, String)]) -> Proxy {
     let lookup = |name: &str| env.iter().find(|(key, _)| *key == name).map(|(_, value)| value.clone());
     let config = baton::config::parse(text, "test.toml", &lookup).expect("test config is valid");
-    Proxy::serve(AppState::new(config).expect("state")).await
+    Proxy::serve(support::over_http(config).build()).await
 }
 
 /// A route "chat" over providers given as `(name, base_url, provider keys)`.

@@ -11,7 +11,6 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton::AppState;
 use baton::admission::RequestGate;
 use baton::config::{self, Config};
 use baton::core::Engine;
@@ -161,7 +160,7 @@ fn replicas_sharing_a_redis_run_each_drill_once_per_interval() {
                 redis.state_toml("drills")
             ));
             let store =
-                Store::from_config(&config.state, &Arc::new(baton::observe::Metrics::new())).expect("a redis store");
+                Store::from_config(&config.state, Arc::new(baton::observe::Metrics::new())).expect("a redis store");
             let replica = context(config, &scripted, Some(Arc::clone(&store)));
             spawn_sync(store, Arc::downgrade(replica.engine.health_handle()));
             replicas.push(replica);
@@ -203,7 +202,7 @@ impl Drop for TempDir {
 /// A proxy of `text` with its store and its drills running.
 async fn drilled_proxy(text: &str) -> Proxy {
     let config = config::parse(text, "test.toml", &|_| None).expect("valid");
-    Proxy::serve(AppState::new(config).expect("state").with_records().await.with_drills()).await
+    Proxy::serve(support::over_http(config).build().with_records().await.with_drills()).await
 }
 
 async fn admin_json(proxy: &Proxy, path: &str) -> Value {

@@ -154,7 +154,7 @@ fn a_failover_arrives_as_a_request_span_over_two_attempt_spans_in_the_clients_tr
         let secondary = MockProvider::openai().tokens(6).spawned().await;
         let top = format!("[telemetry]\notlp_endpoint = \"{}\"\nservice_name = \"baton-test\"", receiver.base_url);
         let config = baton::config::parse(&failover_config(&primary, &secondary, &top), "t.toml", &|_| None).unwrap();
-        let state = AppState::new(config).unwrap().with_traces().unwrap();
+        let state = support::over_http(config).build().with_traces().unwrap();
         assert!(state.tracer().is_some(), "an endpoint in the config installs a tracer");
         let (url, server) = serve(state.clone()).await;
 
@@ -249,7 +249,7 @@ fn a_failover_arrives_as_a_request_span_over_two_attempt_spans_in_the_clients_tr
 fn traced_state(receiver: &Receiver, routes: ChatConfig) -> AppState {
     let top = format!("[telemetry]\notlp_endpoint = \"{}\"", receiver.base_url);
     let config = baton::config::parse(&routes.top(&top).toml(), "t.toml", &|_| None).unwrap();
-    AppState::new(config).unwrap().with_traces().unwrap()
+    support::over_http(config).build().with_traces().unwrap()
 }
 
 #[test]
@@ -317,7 +317,7 @@ fn without_an_endpoint_no_tracer_is_installed_and_requests_are_served_as_before(
         let primary = MockProvider::anthropic().fault(Fault::Http5xx).spawned().await;
         let secondary = MockProvider::openai().spawned().await;
         let config = baton::config::parse(&failover_config(&primary, &secondary, ""), "t.toml", &|_| None).unwrap();
-        let state = AppState::new(config).unwrap().with_traces().unwrap();
+        let state = support::over_http(config).build().with_traces().unwrap();
         assert!(state.tracer().is_none(), "no endpoint: no tracer");
         let (url, server) = serve(state.clone()).await;
         let received = traced_chat(&url).await;

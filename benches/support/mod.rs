@@ -3,10 +3,12 @@
 
 #![allow(dead_code, reason = "each benchmark uses a different part")]
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use baton::AppState;
+use baton::AppBuilder;
 use baton::config;
+use baton::providers::driver::HttpOpener;
 use futures_util::StreamExt;
 
 /// Starts the proxy from config text on a free loopback port; returns its chat URL.
@@ -14,7 +16,7 @@ pub async fn start_proxy(config_text: &str) -> String {
     let config = config::parse(config_text, "bench.toml", &|_| None).expect("config");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
-    let state = AppState::new(config).expect("state");
+    let state = AppBuilder::new(config, Arc::new(HttpOpener::new().expect("an HTTP client"))).build();
     tokio::spawn(baton::serve(listener, state));
     format!("http://{addr}/v1/chat/completions")
 }

@@ -1,8 +1,10 @@
 //! `baton drill`: one drill of a route now, with its result on stdout.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use baton::config;
+use baton::providers::driver::HttpOpener;
 
 use super::AnyError;
 
@@ -24,7 +26,7 @@ pub(crate) async fn run(path: &std::path::Path, route: &str, fail: Option<&str>)
             drill
         }
     };
-    let engine = baton::core::Engine::new(&config)?;
+    let engine = baton::core::Engine::with_opener(&config, Arc::new(HttpOpener::new()?));
     let ran =
         baton::ops::drills::run::run(&engine, route, &drill, baton::ops::drills::run::request(&drill), None).await;
     let (spec, elapsed_ms) = (&drill.fail_spec, ran.elapsed.as_millis());

@@ -3,10 +3,12 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
-use baton::AppState;
 use baton::config::{self, Config};
+use baton::providers::driver::HttpOpener;
+use baton::{AppBuilder, AppState};
 use tokio::signal::unix::{SignalKind, signal};
 
 use super::AnyError;
@@ -47,9 +49,13 @@ pub(crate) async fn serve_on(
     let workers = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
     tracing::info!(listen = %listener.local_addr()?, routes = config.routes.len(), workers, "baton is serving");
     let grace = config.shutdown_grace;
-    let mut state = AppState::new(config)?.with_traces()?.with_records().await.with_drills();
+    let reloadable = path.is_some();
+    let mut app = AppBuilder::new(config, Arc::new(HttpOpener::new()?));
     if let Some(path) = path {
-        state = state.with_config_path(path);
+        app = app.config_path(path);
+    }
+    let state = app.build().with_traces()?.with_records().await.with_drills();
+    if reloadable {
         tokio::spawn(reload_on_hangup(state.clone()));
     }
     let draining = state.clone();

@@ -5,6 +5,7 @@
 //! the checks from one to the other; [`raw`] composes the sections and
 //! checks the whole, and this file only loads and re-exports.
 
+mod breaker;
 mod budget;
 mod check;
 mod drill_fault;
@@ -26,6 +27,7 @@ mod warnings;
 use std::path::Path;
 
 pub use crate::secret::Secret;
+pub use breaker::BreakerSettings;
 pub use budget::{Budget, BudgetAction, BudgetScope, Budgets, RequestCap};
 pub use drill_fault::{DrillFault, Drills};
 pub use error::ConfigError;
@@ -49,7 +51,6 @@ pub use top::{
 };
 
 pub use crate::limits::{BudgetWindow, add_usd};
-pub use crate::resilience::BreakerSettings;
 
 /// A provider `p` and a route `chat` to it: the least a valid config holds,
 /// for a section's tests to put their own table beside.

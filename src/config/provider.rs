@@ -11,11 +11,11 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::breaker::{BreakerSettings, RawBreaker, breaker_settings};
 use super::check::Checker;
 use super::error::ConfigError;
 use crate::egress::{Egress, Proxy, Trust, proxy_from_env};
 use crate::providers::{Account, ProviderKind, Settings};
-use crate::resilience::BreakerSettings;
 use crate::secret::Secret;
 
 /// The largest `ca_file` read: a system bundle of every public root is
@@ -48,16 +48,6 @@ pub(super) struct RawProvider {
     pub tpm: Option<Spanned<u64>>,
     pub ca_file: Option<Spanned<String>>,
     pub proxy: Option<Spanned<String>>,
-}
-
-/// A provider's `breaker` table as written.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawBreaker {
-    pub failure_threshold: Option<Spanned<u32>>,
-    pub failure_rate: Option<Spanned<f64>>,
-    pub window: Option<Spanned<u32>>,
-    pub cooldown_ms: Option<Spanned<u64>>,
 }
 
 /// One upstream API account.
@@ -226,32 +216,6 @@ fn account(
             None => check.error(&raw.kind, name, refusal.message),
         }
     })
-}
-
-/// The provider's `breaker`, each key defaulting on its own.
-fn breaker_settings(check: &Checker<'_>, raw: &RawBreaker, key: &str) -> Result<BreakerSettings, ConfigError> {
-    let defaults = BreakerSettings::default();
-    let failure_threshold = match &raw.failure_threshold {
-        Some(n) if *n.get_ref() == 0 => {
-            return Err(check.error(n, format!("{key}.failure_threshold"), "must be at least 1"));
-        }
-        Some(n) => *n.get_ref(),
-        None => defaults.failure_threshold,
-    };
-    let failure_rate = match &raw.failure_rate {
-        Some(rate) if !(*rate.get_ref() > 0.0 && *rate.get_ref() <= 1.0) => {
-            return Err(check.error(rate, format!("{key}.failure_rate"), "must be above 0 and at most 1"));
-        }
-        Some(rate) => *rate.get_ref(),
-        None => defaults.failure_rate,
-    };
-    let window = match &raw.window {
-        Some(n) if *n.get_ref() == 0 => return Err(check.error(n, format!("{key}.window"), "must be at least 1")),
-        Some(n) => usize::try_from(*n.get_ref()).unwrap_or(usize::MAX),
-        None => defaults.window,
-    };
-    let cooldown = check.millis(raw.cooldown_ms.as_ref(), &format!("{key}.cooldown_ms"), defaults.cooldown)?;
-    Ok(BreakerSettings { failure_threshold, failure_rate, window, cooldown })
 }
 
 /// The provider's egress, with its `base_url` already checked.

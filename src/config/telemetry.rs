@@ -108,18 +108,21 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
 
     use super::*;
-    use crate::config::{Config, parse};
+    use crate::config::parse;
 
     use crate::config::ONE_ROUTE as ROUTE;
 
-    fn load(top: &str, env: &[(&str, &str)]) -> Result<Config, ConfigError> {
+    /// The telemetry of a whole config file with `top` above its one route,
+    /// read with `env` as the environment.
+    fn load(top: &str, env: &[(&str, &str)]) -> Result<Option<Telemetry>, ConfigError> {
         let text = format!("{top}\n{ROUTE}");
         let env: Vec<(String, String)> = env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
-        parse(&text, "t.toml", &move |name| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()))
+        let config = parse(&text, "t.toml", &move |name| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()))?;
+        Ok(config.telemetry)
     }
 
     fn traces(top: &str, env: &[(&str, &str)]) -> Option<Telemetry> {
-        load(top, env).expect("a valid config").telemetry
+        load(top, env).expect("a valid config")
     }
 
     #[test]

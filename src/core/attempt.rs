@@ -13,7 +13,7 @@ use tokio::time::{Instant, sleep_until, timeout_at};
 use super::Failure;
 use super::commit::{CommitClock, Next, ReasoningRule};
 use super::drill::Drilled;
-use super::pass::Plan;
+use super::plan::Plan;
 use super::rules::Rules;
 use crate::admission::{Admission, Candidate, Settlement, Skip, Tickets};
 use crate::config::{DrillFault, Target};

@@ -12,6 +12,7 @@ mod drill;
 mod error;
 mod failure;
 mod pass;
+mod plan;
 mod race;
 mod relay;
 mod resume;
@@ -34,18 +35,16 @@ use crate::admission::Admission;
 use crate::clock::far_future;
 use crate::clock::later;
 use crate::config::{Config, Drills, MidstreamPolicy, Route};
-use crate::egress::ClientError;
 pub use crate::event::Winner;
 use crate::event::{ChatRequest, Event};
 use crate::observe::traces::TraceHandle;
 use crate::observe::{AttemptObserver, Metrics};
 use crate::providers::Opener;
-use crate::providers::driver::HttpOpener;
 use crate::resilience::Health;
 use crate::state::Store;
 use attempt::Pipeline;
 use budget::{RetryBudget, RetryBudgets};
-use pass::Plan;
+use plan::Plan;
 use resume::Continuation;
 
 /// Runs requests against the providers through an [`Opener`], and keeps
@@ -90,13 +89,10 @@ pub struct Completed {
 }
 
 impl Engine {
-    /// An engine for `config`'s providers over HTTP, with its own connection pool.
-    pub fn new(config: &Config) -> Result<Self, ClientError> {
-        Ok(Self::with_opener(config, Arc::new(HttpOpener::new()?)))
-    }
-
-    /// An engine for `config`'s providers that reaches them through `opener`
-    /// (a scripted one in tests).
+    /// An engine for `config`'s providers that reaches them through `opener`:
+    /// `providers::driver::HttpOpener` over HTTP, a scripted one in tests.
+    /// The engine makes no opener of its own: whoever makes the engine
+    /// decides how providers are reached.
     pub fn with_opener(config: &Config, opener: Arc<dyn Opener>) -> Self {
         let health = Health::new(config.providers.iter().map(|p| (p.name.as_str(), p.breaker)));
         let metrics = Arc::new(Metrics::new());

@@ -10,7 +10,8 @@ use tokio::time::Instant;
 
 use super::ask::Ask;
 use super::budget::RetryBudget;
-use super::pass::{self, Plan};
+use super::pass;
+use super::plan::Plan;
 use super::rules::Rules;
 use super::splice::Splice;
 use super::{Call, CommittedStream, Engine, Failure, Winner};

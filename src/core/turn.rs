@@ -8,7 +8,7 @@ use tokio::time::{Instant, sleep};
 
 use super::ask::Asked;
 use super::attempt::{Attempt, Opened};
-use super::pass::Plan;
+use super::plan::Plan;
 use super::{AttemptRecord, Engine, Failure};
 use crate::config::UnsupportedParams;
 use crate::providers::ProviderError;

@@ -12,6 +12,7 @@ use futures_util::Stream;
 
 use super::connection::{Connection, Idle};
 use super::pool::Pool;
+use super::wire::Head;
 use super::{ClientError, Origin};
 use crate::h1::{BodyState, FramingError, Step};
 
@@ -27,8 +28,18 @@ pub struct ResponseBody {
 }
 
 impl ResponseBody {
-    pub(super) fn new(conn: Connection, state: BodyState, back: Option<(Arc<Pool>, Origin)>) -> Self {
-        ResponseBody { conn: Some(conn), state, back }
+    /// The response `head` announced, its body read from `conn`, which goes
+    /// back to `pool` as a connection to `origin` once the body has been
+    /// read to its end, when the head lets it carry another request.
+    pub(super) fn answer(conn: Connection, head: Head, pool: &Arc<Pool>, origin: &Origin) -> http::Response<Self> {
+        let Head { status, version, headers, framing, keep_alive } = head;
+        let back = keep_alive.then(|| (Arc::clone(pool), origin.clone()));
+        let body = ResponseBody { conn: Some(conn), state: BodyState::new(framing), back };
+        let mut response = http::Response::new(body);
+        *response.status_mut() = status;
+        *response.version_mut() = version;
+        *response.headers_mut() = headers;
+        response
     }
 
     /// The body ended: its connection goes back to the pool if it may carry

@@ -11,14 +11,10 @@ use rustls::pki_types::ServerName;
 use rustls::{CertificateError, Error as TlsError};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
-use tokio_rustls::client::TlsStream;
 use tokio_util::either::Either;
 
 use super::connection::Connection;
 use super::{ClientError, Origin};
-
-/// A plain or TLS socket.
-pub(super) type Io = Either<TcpStream, TlsStream<TcpStream>>;
 
 /// Opens connections; holds the TLS settings of every `https` provider that
 /// trusts the system's roots only.

@@ -1,26 +1,28 @@
 //! One HTTP/1.1 connection to a provider, driven by whoever holds it: the
 //! request writes its head and body in one vectored write and reads the
-//! response head; the body then reads the rest (see [`ResponseBody`]). It
-//! keeps no write buffer and one small read buffer, released while idle.
+//! response head; the body then reads the rest (see
+//! [`ResponseBody`](super::ResponseBody)). It keeps no write buffer and one
+//! small read buffer, released while idle.
 
 use std::future::Future;
 use std::io::IoSlice;
 use std::pin::{Pin, pin};
-use std::sync::Arc;
 use std::task::{Context, Poll, Waker, ready};
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWrite};
+use tokio::net::TcpStream;
 // The runtime's clock, so idle timeouts can be tested on paused time.
 use tokio::time::Instant;
+use tokio_rustls::client::TlsStream;
+use tokio_util::either::Either;
 
-use super::body::ResponseBody;
-use super::connect::Io;
-use super::pool::Pool;
+use super::ClientError;
 use super::wire::{self, Head};
-use super::{ClientError, Origin};
-use crate::h1::BodyState;
+
+/// A plain or TLS socket.
+pub(super) type Io = Either<TcpStream, TlsStream<TcpStream>>;
 
 /// Bytes read from a provider at a time to begin with. Events are a few
 /// hundred bytes, so this holds dozens; a paced stream, one event a read,
@@ -118,10 +120,10 @@ impl Connection {
         &mut self.read
     }
 
-    /// Sends `parts` with `body` and reads the response head. The body that
-    /// comes back reads the rest, and gives the connection back to `pool`
-    /// when it may carry another request. [`ClientError::Stale`] means a
-    /// reused connection turned out closed before a byte of the request
+    /// Sends `parts` with `body` and reads the response head: the head, and
+    /// the connection, holding whatever of the body came with the head
+    /// (`ResponseBody::answer` reads the rest). [`ClientError::Stale`] means
+    /// a reused connection turned out closed before a byte of the request
     /// left on it, so the request may be sent again on another: once any
     /// byte has left, the provider may have read all of it and acted on it
     /// (RFC 9110 §9.2.2), and its failure is the attempt's.
@@ -129,9 +131,7 @@ impl Connection {
         mut self,
         parts: &http::request::Parts,
         body: Bytes,
-        pool: &Arc<Pool>,
-        origin: &Origin,
-    ) -> Result<http::Response<ResponseBody>, ClientError> {
+    ) -> Result<(Head, Connection), ClientError> {
         let mut request = wire::request_head(parts, body.len()).freeze().chain(body);
         let mut interim = 0;
         let head = match self.write_request(&mut request, &parts.method, &mut interim).await {
@@ -142,14 +142,7 @@ impl Connection {
             Err(Unsent { started: false, .. }) if self.reused => return Err(ClientError::Stale),
             Err(Unsent { err, .. }) => return Err(err),
         };
-        let Head { status, version, headers, framing, keep_alive } = head;
-        let state = BodyState::new(framing);
-        let body = ResponseBody::new(self, state, keep_alive.then(|| (Arc::clone(pool), origin.clone())));
-        let mut response = http::Response::new(body);
-        *response.status_mut() = status;
-        *response.version_mut() = version;
-        *response.headers_mut() = headers;
-        Ok(response)
+        Ok((head, self))
     }
 
     /// Writes all of `request` (the head, then the body) in as few writes as

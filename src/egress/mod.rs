@@ -117,21 +117,22 @@ impl Client {
         egress: &Egress,
     ) -> Result<http::Response<ResponseBody>, ClientError> {
         let (origin, parts, body) = request_form(request, egress)?;
+        let answer = |(head, conn)| ResponseBody::answer(conn, head, &self.pool, &origin);
         if let Some(conn) = self.pool.take(&origin) {
-            match conn.send(&parts, body.clone(), &self.pool, &origin).await {
+            match conn.send(&parts, body.clone()).await {
                 Err(ClientError::Stale) => {}
-                sent => return refused_by_proxy(sent, &origin),
+                sent => return refused_by_proxy(sent.map(answer), &origin),
             }
         }
         // Boxed: connecting (TCP, a proxy's tunnel, the TLS handshake) is the
         // largest state a request passes through, and an answer that is
         // streamed for seconds should not carry its room.
         let conn = Box::pin(self.connector.connect(&origin)).await?;
-        let sent = conn.send(&parts, body, &self.pool, &origin).await.map_err(|err| match err {
+        let sent = conn.send(&parts, body).await.map_err(|err| match err {
             ClientError::Stale => ClientError::Http("the provider closed the connection before the request".into()),
             err => err,
         });
-        refused_by_proxy(sent, &origin)
+        refused_by_proxy(sent.map(answer), &origin)
     }
 }
 

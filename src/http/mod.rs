@@ -7,6 +7,7 @@ mod admin;
 mod answer;
 mod anthropic;
 mod body;
+mod build;
 mod chat;
 mod cors;
 mod edge;
@@ -37,6 +38,7 @@ use crate::dialect::openai::OpenAiChat;
 use crate::dialect::responses::OpenAiResponses;
 use crate::dialect::{ApiError, Dialect};
 
+pub use build::AppBuilder;
 pub use panic::install_panic_hook;
 pub use state::AppState;
 

@@ -1,5 +1,6 @@
 //! What every handler shares, and the two things that change it at run time:
-//! a config reload and a drain before shutdown.
+//! a config reload and a drain before shutdown. The state is wired from its
+//! parts in `build.rs`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -12,129 +13,33 @@ use tokio::time::Instant;
 use crate::admission::RequestGate;
 use crate::config::{self, Config, ConfigError};
 use crate::core::Engine;
-use crate::egress::ClientError;
 use crate::observe::RouteStats;
-use crate::observe::traces::{TraceError, Tracer};
-use crate::ops::alerts::{StoreAlerts, Watched};
-use crate::ops::drills::DrillContext;
+use crate::observe::traces::Tracer;
 use crate::state::Store;
-use crate::store::{Keyring, Records, keyring};
-
-/// How long starting waits for the store to open and hand over the spend
-/// budgets must start from; past it baton serves anyway, and the budgets
-/// take that spend in when the store opens.
-const STORE_START_WAIT: Duration = Duration::from_secs(5);
+use crate::store::{Keyring, Records};
 
 /// The proxy's shared state.
 #[derive(Clone)]
 pub struct AppState {
     /// The config in force: the file's, with the store's client keys.
-    keyring: Arc<Keyring>,
-    config_path: Option<Arc<PathBuf>>,
-    engine: Engine,
-    routes: Arc<RouteStats>,
-    gate: Arc<RequestGate>,
-    store: Option<Arc<Store>>,
-    drain: watch::Sender<Option<Instant>>,
-    drain_begun: DrainBegun,
-    tracer: Option<Arc<Tracer>>,
-    bodies: super::body::BodyBudget,
-    records: Option<Records>,
-    ops: crate::ops::Ops,
+    pub(super) keyring: Arc<Keyring>,
+    pub(super) config_path: Option<Arc<PathBuf>>,
+    pub(super) engine: Engine,
+    pub(super) routes: Arc<RouteStats>,
+    pub(super) gate: Arc<RequestGate>,
+    pub(super) store: Option<Arc<Store>>,
+    pub(super) drain: watch::Sender<Option<Instant>>,
+    pub(super) drain_begun: DrainBegun,
+    pub(super) tracer: Option<Arc<Tracer>>,
+    pub(super) bodies: super::body::BodyBudget,
+    pub(super) records: Option<Records>,
+    pub(super) ops: crate::ops::Ops,
 }
 
 impl AppState {
-    /// State for `config`, with a fresh engine.
-    pub fn new(config: Config) -> Result<Self, ClientError> {
-        let engine = Engine::new(&config)?;
-        let store = Store::from_config(&config.state, engine.metrics());
-        let engine = engine.with_store(store.clone());
-        if let Some(store) = &store {
-            crate::state::spawn_sync(Arc::clone(store), Arc::downgrade(engine.health_handle()));
-        }
-        let gate = Arc::new(RequestGate::new(Arc::clone(engine.metrics())).with_store(store.clone()));
-        let bodies = super::body::BodyBudget::new(config.max_body_bytes_in_flight);
-        let ops = crate::ops::Ops::start(&config, Arc::clone(engine.metrics()));
-        let keyring = Arc::new(Keyring::new(config));
-        let health = Arc::downgrade(engine.health_handle());
-        let watched = Watched { health, gate: Arc::clone(&gate), config: Arc::clone(&keyring), store: store.clone() };
-        watched.spawn(ops.alerts().clone());
-        Ok(AppState {
-            bodies,
-            gate,
-            store,
-            keyring,
-            ops,
-            config_path: None,
-            engine,
-            routes: Arc::new(RouteStats::default()),
-            drain: watch::Sender::new(None),
-            drain_begun: DrainBegun::default(),
-            tracer: None,
-            records: None,
-        })
-    }
-
-    /// Starts the request log the config's `[store]` asks for (from inside a
-    /// tokio runtime, where its writer then runs), and loads the budgets'
-    /// windows from its ledger. It waits for the first attempt to open the
-    /// database (five seconds at most); if that fails, it serves anyway and
-    /// the budgets take the ledger's spend in when the store opens.
-    pub async fn with_records(mut self) -> Self {
-        let alerts = self.ops.alerts().clone();
-        let (metrics, backend) = (Arc::clone(self.engine.metrics()), self.config().store.backend_name());
-        let signals: Arc<dyn crate::store::StoreSignals> = Arc::new(StoreAlerts { metrics, alerts, backend });
-        let Some((records, started)) = Records::start(&self.config(), signals) else { return self };
-        let gate = Arc::clone(&self.gate);
-        let seeding = tokio::spawn(async move {
-            if let Ok(spent) = started.spent.await {
-                gate.seed(&spent);
-            }
-        });
-        match tokio::time::timeout(STORE_START_WAIT, started.first_open).await {
-            Ok(Ok(true)) => {
-                // The ledger's spend was sent before the first open was told.
-                let _ = tokio::time::timeout(STORE_START_WAIT, seeding).await;
-            }
-            Ok(_) => tracing::warn!("serving without the store for now: budgets count from this start until it opens"),
-            Err(_) => {
-                tracing::warn!("the store has not opened yet; serving, with budgets from this start until it does")
-            }
-        }
-        // The store's keys are in force before the first request is served.
-        keyring::refresh(&self.keyring, &records).await;
-        let keys = &self.config().access.keys;
-        if keys.required() && keys.keys().is_empty() {
-            tracing::warn!(
-                "no client key exists yet: every /v1 request gets 401 until one is made (baton keys create, or POST /admin/keys)"
-            );
-        }
-        tokio::spawn(keyring::follow(Arc::downgrade(&self.keyring), records.downgrade()));
-        self.records = Some(records);
-        self
-    }
-
     /// The config in force and the store's keys merged into it.
     pub fn keyring(&self) -> &Keyring {
         &self.keyring
-    }
-
-    /// Starts the config's `[[drills]]` on their schedule (from inside a
-    /// tokio runtime; after [`AppState::with_records`], so drills are
-    /// recorded as the requests they are).
-    pub fn with_drills(mut self) -> Self {
-        let context = DrillContext {
-            engine: self.engine.clone(),
-            config: Arc::clone(&self.keyring),
-            gate: Arc::clone(&self.gate),
-            records: self.records.clone(),
-            routes: Arc::clone(&self.routes),
-            store: self.store.clone(),
-            alerts: self.ops.alerts().clone(),
-            board: Arc::clone(self.ops.board()),
-        };
-        self.ops = self.ops.with_drills(context);
-        self
     }
 
     /// Alerts and drills.
@@ -150,22 +55,6 @@ impl AppState {
     /// The bytes request bodies may hold at once.
     pub(super) fn bodies(&self) -> &super::body::BodyBudget {
         &self.bodies
-    }
-
-    /// Remembers where the config came from, so it can be reloaded.
-    pub fn with_config_path(mut self, path: PathBuf) -> Self {
-        self.config_path = Some(Arc::new(path));
-        self
-    }
-
-    /// Starts exporting traces when the config turns them on (from inside
-    /// a tokio runtime); otherwise the state has no tracer and requests no spans.
-    pub fn with_traces(mut self) -> Result<Self, TraceError> {
-        if let Some(telemetry) = &self.config().telemetry {
-            self.tracer = Some(Tracer::install(telemetry)?);
-            tracing::info!(endpoint = %telemetry.traces_endpoint, service = %telemetry.service_name, "exporting traces");
-        }
-        Ok(self)
     }
 
     /// The tracer, when traces are on.

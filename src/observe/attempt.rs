@@ -170,7 +170,8 @@ fn millis(duration: Duration) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resilience::{BreakerSettings, Health, Tally};
+    use crate::config::BreakerSettings;
+    use crate::resilience::{Health, Tally};
 
     fn failed(class: Class) -> AttemptResult<'static> {
         AttemptResult::Failed { class, summary: class.label.to_owned(), detail: &"in the provider's words" }

@@ -307,11 +307,6 @@ impl Metrics {
         self.budget_exceeded.get_or_create(&BudgetLabels { scope, window, action }).inc();
     }
 
-    /// The shared state store answers, or no longer does.
-    pub fn state_backend_up(&self, up: bool) {
-        self.state_backend_up.set(i64::from(up));
-    }
-
     /// A client misbehaved (`kind` as in [`CLIENT_FAULTS`]): counted always,
     /// logged at warn at most once a second per kind, with how many there
     /// were in all, so a flood of them is visible without flooding the log.
@@ -357,6 +352,12 @@ impl Metrics {
             text.clear();
         }
         text
+    }
+}
+
+impl crate::state::StateSignals for Metrics {
+    fn state_backend_up(&self, up: bool) {
+        self.state_backend_up.set(i64::from(up));
     }
 }
 

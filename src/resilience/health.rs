@@ -9,9 +9,10 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
+use super::Breaker;
 use super::outage::Outages;
 use super::window::{MinuteWindow, Tally};
-use super::{Breaker, BreakerSettings};
+use crate::config::BreakerSettings;
 
 /// How many recent times to first token are kept per provider.
 const TTFT_WINDOW: usize = 100;

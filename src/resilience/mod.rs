@@ -7,6 +7,6 @@ mod health;
 pub mod outage;
 pub mod window;
 
-pub use breaker::{Breaker, BreakerSettings, BreakerState, Permit};
+pub use breaker::{Breaker, BreakerState, Permit};
 pub use health::{Health, ProviderHealth};
 pub use window::{MinuteWindow, Tally};

@@ -124,9 +124,9 @@ async fn sync(store: &Store, providers: &[(String, Arc<ProviderHealth>)]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::observe::Metrics;
-    use crate::resilience::{BreakerSettings, Permit};
-    use crate::state::MemoryState;
+    use crate::config::BreakerSettings;
+    use crate::resilience::Permit;
+    use crate::state::{MemoryState, SaidUp};
 
     const COOLDOWN: Duration = Duration::from_secs(5);
 
@@ -135,7 +135,7 @@ mod tests {
         let settings = BreakerSettings { cooldown: COOLDOWN, ..BreakerSettings::default() };
         let health = Arc::new(Health::new([("p", settings)]));
         let store =
-            Store::new(Arc::new(shared.replica()), "memory", Duration::from_millis(50), Arc::new(Metrics::new()));
+            Store::new(Arc::new(shared.replica()), "memory", Duration::from_millis(50), Arc::new(SaidUp::default()));
         spawn_sync(store, Arc::downgrade(&health));
         health
     }

@@ -9,9 +9,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use super::{Adjust, Limit, RedisState, SharedState, StateFuture};
+use super::{Adjust, Limit, RedisState, SharedState, StateFuture, StateSignals};
 use crate::config::{StateBackend, StateConfig};
-use crate::observe::Metrics;
 
 /// A store with its availability: the one way baton reaches shared state.
 pub struct Store {
@@ -21,7 +20,8 @@ pub struct Store {
     up: AtomicBool,
     /// Times the store was lost after answering, for alerts.
     losses: AtomicU64,
-    metrics: Arc<Metrics>,
+    /// Where its availability is told: the proxy's metrics.
+    signals: Arc<dyn StateSignals>,
     /// Settlements not yet sent, net per limit: units given back (negative)
     /// or charged (positive). Keyed by the config's key names only.
     unsettled: Mutex<HashMap<String, (u64, i128)>>,
@@ -41,34 +41,36 @@ struct ScopeSpend {
 impl Store {
     /// The store `config` asks for; none for the memory backend, whose
     /// state is the per-process state every policy keeps anyway.
-    pub fn from_config(config: &StateConfig, metrics: &Arc<Metrics>) -> Option<Arc<Store>> {
+    /// Its availability is told to `signals`.
+    pub fn from_config(config: &StateConfig, signals: Arc<dyn StateSignals>) -> Option<Arc<Store>> {
         match &config.backend {
             StateBackend::Memory => {
-                metrics.state_backend_up(true);
+                signals.state_backend_up(true);
                 None
             }
             StateBackend::Redis { url } => {
                 let redis = RedisState::new(url, &config.key_prefix, config.timeout);
-                Some(Store::new(Arc::new(redis), "redis", config.timeout, Arc::clone(metrics)))
+                Some(Store::new(Arc::new(redis), "redis", config.timeout, signals))
             }
         }
     }
 
-    /// A store over `backend`, down until its first ping answers.
+    /// A store over `backend`, down until its first ping answers; its
+    /// availability is told to `signals`.
     pub fn new(
         backend: Arc<dyn SharedState>,
         name: &'static str,
         timeout: Duration,
-        metrics: Arc<Metrics>,
+        signals: Arc<dyn StateSignals>,
     ) -> Arc<Store> {
-        metrics.state_backend_up(false);
+        signals.state_backend_up(false);
         Arc::new(Store {
             backend,
             name,
             timeout,
             up: AtomicBool::new(false),
             losses: AtomicU64::new(0),
-            metrics,
+            signals,
             unsettled: Mutex::default(),
             spend: Mutex::default(),
         })
@@ -198,7 +200,7 @@ impl Store {
     fn down(&self, why: &str) {
         if self.up.swap(false, Ordering::Relaxed) {
             self.losses.fetch_add(1, Ordering::Relaxed);
-            self.metrics.state_backend_up(false);
+            self.signals.state_backend_up(false);
             tracing::warn!(
                 backend = self.name,
                 error = why,
@@ -215,7 +217,7 @@ impl Store {
         let answered = tokio::time::timeout(self.timeout, self.backend.ping()).await;
         let up = matches!(answered, Ok(Ok(())));
         if up && !self.up.swap(true, Ordering::Relaxed) {
-            self.metrics.state_backend_up(true);
+            self.signals.state_backend_up(true);
             tracing::info!(backend = self.name, "shared state reachable: limits and breakers are shared again");
         }
         up
@@ -225,7 +227,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::{MemoryState, ProviderReport, ProviderView, Taken};
+    use crate::state::{MemoryState, ProviderReport, ProviderView, SaidUp, Taken};
 
     /// A store that can be made slow: it answers after `delay`.
     struct Slow {
@@ -274,16 +276,16 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_slow_store_costs_one_timeout_then_nothing_until_it_answers_again() {
         let slow = Arc::new(Slow { inner: MemoryState::new(), delay: std::sync::Mutex::new(Duration::ZERO) });
-        let metrics = Arc::new(Metrics::new());
+        let said = Arc::new(SaidUp::default());
         let store = Store::new(
             Arc::clone(&slow) as Arc<dyn SharedState>,
             "test",
             Duration::from_millis(50),
-            Arc::clone(&metrics),
+            Arc::clone(&said) as Arc<dyn StateSignals>,
         );
         assert!(!store.is_up(), "down until a ping answers");
         assert!(store.rejoin().await);
-        assert!(metrics.render(&crate::resilience::Health::default()).contains("baton_state_backend_up 1"));
+        assert_eq!(said.last(), Some(true), "the store is said to be up once a ping answers");
         let limits = limit(1);
         assert_eq!(store.call(|state| state.take(&limits)).await, Some(Taken::Admitted));
 
@@ -291,7 +293,7 @@ mod tests {
         let started = tokio::time::Instant::now();
         assert_eq!(store.call(|state| state.take(&limits)).await, None, "past the timeout the caller goes on alone");
         assert_eq!(started.elapsed(), Duration::from_millis(50));
-        assert!(metrics.render(&crate::resilience::Health::default()).contains("baton_state_backend_up 0"));
+        assert_eq!(said.last(), Some(false), "the store is said to be down once a call times out");
         let started = tokio::time::Instant::now();
         assert_eq!(store.call(|state| state.take(&limits)).await, None);
         assert_eq!(started.elapsed(), Duration::ZERO, "while down, no call waits for the store");
@@ -299,7 +301,7 @@ mod tests {
 
         *slow.delay.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Duration::ZERO;
         assert!(store.rejoin().await);
-        assert!(metrics.render(&crate::resilience::Health::default()).contains("baton_state_backend_up 1"));
+        assert_eq!(said.last(), Some(true), "the store is said to be up again once it re-joins");
         assert_eq!(store.call(|state| state.take(&limits)).await, Some(Taken::Admitted), "the second of 2 per minute");
         let refused = store.call(|state| state.take(&limits)).await;
         assert!(matches!(refused, Some(Taken::Refused { index: 0, .. })), "the shared count held: {refused:?}");

@@ -26,6 +26,35 @@ pub use handle::Store;
 pub use memory::MemoryState;
 pub use redis::RedisState;
 
+/// What a [`Store`] tells the metrics: whether the shared state answers.
+/// Implemented by the proxy's metrics, so the state needs nothing from
+/// above it.
+pub trait StateSignals: Send + Sync {
+    /// The shared state store answers, or no longer does.
+    fn state_backend_up(&self, up: bool);
+}
+
+/// What a store said of its availability, in order: for tests that drive a
+/// [`Store`] without the proxy's metrics.
+#[cfg(test)]
+#[derive(Debug, Default)]
+pub(crate) struct SaidUp(std::sync::Mutex<Vec<bool>>);
+
+#[cfg(test)]
+impl SaidUp {
+    /// The last thing said: whether the store answered.
+    pub(crate) fn last(&self) -> Option<bool> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).last().copied()
+    }
+}
+
+#[cfg(test)]
+impl StateSignals for SaidUp {
+    fn state_backend_up(&self, up: bool) {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(up);
+    }
+}
+
 /// What a store's calls return: boxed, so the trait can be used as `dyn`.
 pub type StateFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, Unavailable>> + Send + 'a>>;
 

@@ -9,8 +9,7 @@ use sqlx::any::AnyRow;
 use sqlx::{AssertSqlSafe, Row};
 
 use super::db::{Db, DbError};
-use super::query::GroupBy;
-use crate::access::DRILL_KEY;
+use super::query::{GroupBy, is_drill};
 use crate::event::Usage;
 
 /// Groups a chart names before the rest are summed as [`OTHER`]: more
@@ -20,14 +19,6 @@ pub const TOP_GROUPS: i64 = 8;
 pub const OTHER: &str = "(other)";
 /// The most groups one query returns, whatever the rows hold.
 pub const MAX_GROUPS: i64 = 5000;
-
-/// Whether a row is a drill's, as SQL: a scheduled drill's (recorded under
-/// [`DRILL_KEY`]) or a request an operator drilled (an attempt of class
-/// `drill`). A drill fails over on purpose, so its failovers are counted
-/// apart from the incidents'.
-pub(super) fn is_drill() -> String {
-    format!("(COALESCE(key, '') = '{DRILL_KEY}' OR attempt_log LIKE '%\"class\":\"drill\"%')")
-}
 
 /// A span of time cut into equal buckets, aligned to UTC: the first bucket
 /// starts at `since_ms`, the last holds now.

@@ -1,9 +1,11 @@
 //! How the layering test reads Rust source: the crate paths a file names
-//! in code, with comments and literals blanked out first.
+//! in code, and the names it imports at its top level, with comments and
+//! literals blanked out first.
 
 /// Every crate path `text` (the file `file`) names in code, each as its
-/// segments from the crate root: `crate::x::y` and `super::` paths that
-/// climb out to the root, with `{..}` groups expanded.
+/// segments from the crate root: `crate::x::y`, `baton::x::y` (the binary's
+/// modules name the library so; the library cannot name itself so) and
+/// `super::` paths that climb out to the root, with `{..}` groups expanded.
 pub fn references(file: &str, text: &str) -> Vec<Vec<String>> {
     let code = strip(text);
     let tokens = tokenize(&code);
@@ -27,7 +29,8 @@ pub fn references(file: &str, text: &str) -> Vec<Vec<String>> {
         }
         let after_dollar = i > 0 && tokens[i - 1] == "$";
         let after_path = i > 0 && tokens[i - 1] == "::";
-        if token == "crate" && !after_dollar && !after_path && tokens.get(i + 1).map(String::as_str) == Some("::") {
+        let root = token == "crate" || token == "baton";
+        if root && !after_dollar && !after_path && tokens.get(i + 1).map(String::as_str) == Some("::") {
             let (paths, next) = path_tree(&tokens, i + 2);
             found.extend(paths);
             i = next;
@@ -62,28 +65,86 @@ pub fn references(file: &str, text: &str) -> Vec<Vec<String>> {
     found
 }
 
+/// The names `text` (the file `file`) binds at its top level with `use`,
+/// public or not (its child modules see both), each with the crate path it
+/// leads to: `use child::X`, `pub use self::child::{X, Y as Z}`,
+/// `use crate::x::Y`. A path that starts elsewhere (another crate, `std`)
+/// is kept as written; a glob binds the name `*`.
+pub fn imports(file: &str, text: &str) -> Vec<(String, Vec<String>)> {
+    let tokens = tokenize(&strip(text));
+    let here = module_path(file);
+    let mut found = Vec::new();
+    let mut depth = 0usize;
+    let mut i = 0;
+    while i < tokens.len() {
+        match tokens[i].as_str() {
+            "{" => depth += 1,
+            "}" => depth = depth.saturating_sub(1),
+            "use" if depth == 0 => {
+                let (bindings, next) = use_tree(&tokens, i + 1);
+                for (path, name) in bindings {
+                    found.push((name, absolute(&here, path)));
+                }
+                i = next;
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    found
+}
+
+/// `path`, as written in the module `here`, from the crate root: `crate::`
+/// and `super::` resolved, `self::` and a bare first segment taken as
+/// `here`'s own.
+fn absolute(here: &[String], path: Vec<String>) -> Vec<String> {
+    let mut segments = path.into_iter().peekable();
+    match segments.peek().map(String::as_str) {
+        Some("crate") => segments.skip(1).collect(),
+        Some("self") => here.iter().cloned().chain(segments.skip(1)).collect(),
+        Some("super") => {
+            let mut base = here.to_vec();
+            while segments.peek().map(String::as_str) == Some("super") {
+                base.pop();
+                segments.next();
+            }
+            base.into_iter().chain(segments).collect()
+        }
+        _ => here.iter().cloned().chain(segments).collect(),
+    }
+}
+
 /// The paths of a path tree starting at `tokens[at]` (`a::b`, `a::{b, c::d}`),
 /// and the index after it.
 fn path_tree(tokens: &[String], at: usize) -> (Vec<Vec<String>>, usize) {
-    let mut prefix = Vec::new();
+    let (bindings, next) = use_tree(tokens, at);
+    (bindings.into_iter().map(|(path, _)| path).collect(), next)
+}
+
+/// The paths of a use tree starting at `tokens[at]`, each with the name it
+/// binds (its last segment, the segment before a `self`, or its `as`
+/// rename), and the index after it.
+fn use_tree(tokens: &[String], at: usize) -> (Vec<(Vec<String>, String)>, usize) {
+    let mut prefix: Vec<String> = Vec::new();
     let mut i = at;
     loop {
         match tokens.get(i).map(String::as_str) {
             Some("{") => {
-                let mut paths = Vec::new();
+                let mut bindings = Vec::new();
                 i += 1;
                 loop {
                     match tokens.get(i).map(String::as_str) {
-                        Some("}") => return (paths, i + 1),
+                        Some("}") => return (bindings, i + 1),
                         Some(",") => i += 1,
-                        None => return (paths, i),
+                        None => return (bindings, i),
                         Some(_) => {
-                            let (inner, next) = path_tree(tokens, i);
-                            for path in inner {
-                                paths.push(prefix.iter().cloned().chain(path).collect());
+                            let (inner, next) = use_tree(tokens, i);
+                            for (path, name) in inner {
+                                let name = if name == "self" { prefix.last().cloned().unwrap_or(name) } else { name };
+                                bindings.push((prefix.iter().cloned().chain(path).collect(), name));
                             }
-                            // Skip an `as name` rename.
-                            i = if tokens.get(next).map(String::as_str) == Some("as") { next + 2 } else { next };
+                            i = next;
                         }
                     }
                 }
@@ -92,11 +153,18 @@ fn path_tree(tokens: &[String], at: usize) -> (Vec<Vec<String>>, usize) {
                 prefix.push(word.to_owned());
                 if tokens.get(i + 1).map(String::as_str) == Some("::") {
                     i += 2;
-                } else {
-                    return (vec![prefix], i + 1);
+                    continue;
                 }
+                let (name, next) = match tokens.get(i + 1).map(String::as_str) {
+                    Some("as") => (tokens.get(i + 2).cloned().unwrap_or_default(), i + 3),
+                    _ => (word.to_owned(), i + 1),
+                };
+                return (vec![(prefix, name)], next);
             }
-            _ => return (if prefix.is_empty() { Vec::new() } else { vec![prefix] }, i),
+            _ => {
+                let name = prefix.last().cloned().unwrap_or_default();
+                return (if prefix.is_empty() { Vec::new() } else { vec![(prefix, name)] }, i);
+            }
         }
     }
 }
@@ -223,8 +291,12 @@ fn prev_is_word(chars: &[char], i: usize) -> bool {
     i > 0 && (chars[i - 1].is_alphanumeric() || chars[i - 1] == '_')
 }
 
-/// The module path of a file under `src/`: `src/a/b.rs` and `src/a/b/mod.rs` are `a::b`.
+/// The module path of a file under `src/`: `src/a/b.rs` and `src/a/b/mod.rs`
+/// are `a::b`; `src/lib.rs` and `src/main.rs` are the root.
 pub fn module_path(file: &str) -> Vec<String> {
+    if matches!(file, "src/lib.rs" | "src/main.rs") {
+        return Vec::new();
+    }
     let mut parts: Vec<String> = file.trim_start_matches("src/").split('/').map(str::to_owned).collect();
     if let Some(last) = parts.pop() {
         let stem = last.trim_end_matches(".rs");

@@ -35,7 +35,7 @@ pub use config_text::{ChatConfig, config_file, mocks_toml, provider_toml, route_
 #[allow(unused_imports, reason = "each test file imports a different part")]
 pub use mock::{Spawned, closes_early_within};
 #[allow(unused_imports, reason = "each test file imports a different part")]
-pub use proxy::Proxy;
+pub use proxy::{Proxy, over_http};
 #[allow(unused_imports, reason = "each test file imports a different part")]
 pub use redis::RedisServer;
 #[allow(unused_imports, reason = "each test file imports a different part")]

@@ -1,10 +1,18 @@
 //! The real router served in-process on `127.0.0.1:0`.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
-use baton::AppState;
 use baton::config;
 use baton::core::Engine;
+use baton::providers::driver::HttpOpener;
+use baton::{AppBuilder, AppState};
+
+/// The app for `config`, reaching its providers (the simulated ones) over
+/// HTTP, as `baton serve` wires it.
+pub fn over_http(config: config::Config) -> AppBuilder {
+    AppBuilder::new(config, Arc::new(HttpOpener::new().expect("an HTTP client")))
+}
 
 /// A running proxy; dropping it stops serving.
 pub struct Proxy {
@@ -18,18 +26,18 @@ impl Proxy {
     /// Starts a proxy on `127.0.0.1:0` from config text.
     pub async fn start(config_text: &str) -> Proxy {
         let config = config::parse(config_text, "test.toml", &|_| None).expect("test config is valid");
-        Self::serve(AppState::new(config).expect("state")).await
+        Self::serve(over_http(config).build()).await
     }
 
     /// Starts a proxy from a config file it can reload.
     pub async fn start_from_file(path: &std::path::Path) -> Proxy {
         let config = config::load(path).expect("test config is valid");
-        Self::serve(AppState::new(config).expect("state").with_config_path(path.to_owned())).await
+        Self::serve(over_http(config).config_path(path.to_owned()).build()).await
     }
 
     /// Starts a proxy keeping the request log its config's `[store]` names.
     pub async fn start_recorded(config: config::Config) -> (Proxy, AppState) {
-        let state = AppState::new(config).expect("state").with_records().await;
+        let state = over_http(config).build().with_records().await;
         (Self::serve(state.clone()).await, state)
     }
 

@@ -19,8 +19,9 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tower::ServiceExt as _;
 
-use super::head::{Head, Refusal, take_head};
+use super::head::{Head, take_head};
 use super::read::{ReadSide, Reader, RequestBody};
+use super::refusal::Refusal;
 use super::write::{Exchange, Written, write_all, write_response};
 use crate::h1::Framing;
 use crate::http::stall::{ClientStall, StallGuard};

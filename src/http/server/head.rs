@@ -7,6 +7,7 @@ use bytes::{BufMut, BytesMut};
 use http::header::{CONTENT_LENGTH, DATE, TRANSFER_ENCODING};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode, Uri, Version};
 
+use super::refusal::{INVALID, Refusal, invalid};
 use super::target;
 use crate::h1::{Framing, content_length, keep_alive, last_token, put_field};
 
@@ -27,50 +28,11 @@ pub(super) struct Head {
     pub(super) expects_continue: bool,
 }
 
-/// Why a head was refused: the status and the error body's code and message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Refusal {
-    pub(super) status: StatusCode,
-    code: &'static str,
-    message: &'static str,
-}
-
-impl Refusal {
-    pub(super) const fn new(status: StatusCode, code: &'static str, message: &'static str) -> Self {
-        Refusal { status, code, message }
-    }
-
-    /// The whole answer, closing the connection. Nothing of such a request
-    /// can be trusted to say which API its client speaks, so the body reads
-    /// as an error in both shapes: OpenAI's (`error.message`, `.type`,
-    /// `.code`) and Anthropic's (`type: "error"`, `error.type`, `.message`),
-    /// whose type name for a bad request is the same.
-    pub(super) fn answer(&self) -> Vec<u8> {
-        let body = format!(
-            r#"{{"type":"error","error":{{"message":"{}","type":"invalid_request_error","code":"{}"}}}}"#,
-            self.message, self.code
-        );
-        format!(
-            "HTTP/1.1 {} {}\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
-            self.status.as_str(),
-            self.status.canonical_reason().unwrap_or(""),
-            body.len()
-        )
-        .into_bytes()
-    }
-}
-
-/// A head that is not valid HTTP/1.1, saying how.
-pub(super) const fn invalid(message: &'static str) -> Refusal {
-    Refusal::new(StatusCode::BAD_REQUEST, "invalid_http", message)
-}
-
 /// A head larger than baton reads, saying how.
 const fn too_large(message: &'static str) -> Refusal {
     Refusal::new(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, "headers_too_large", message)
 }
 
-pub(super) const INVALID: Refusal = invalid("the request is not valid HTTP/1.1");
 const TOO_LARGE: Refusal = too_large("the request's head is larger than 8192 bytes");
 const TOO_MANY: Refusal = too_large("the request has more than 100 headers");
 const BAD_LENGTH: Refusal = invalid("the request's content-length is not one valid number");

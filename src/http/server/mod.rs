@@ -13,6 +13,7 @@ mod date;
 mod fuzz;
 mod head;
 mod read;
+mod refusal;
 mod target;
 mod write;
 

@@ -8,7 +8,7 @@ use bytes::BytesMut;
 use http::header::HOST;
 use http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, Version};
 
-use super::head::{INVALID, Refusal, invalid};
+use super::refusal::{INVALID, Refusal, invalid};
 
 pub(super) const NO_HOST: Refusal = invalid("the request has no host header, which HTTP/1.1 requires");
 pub(super) const TWO_HOSTS: Refusal = invalid("the request has more than one host header");

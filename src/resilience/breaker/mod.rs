@@ -11,26 +11,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::clock::later;
+use crate::config::BreakerSettings;
 pub use permit::Permit;
-
-/// When a breaker opens and for how long.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct BreakerSettings {
-    /// Consecutive provider failures that open the breaker.
-    pub failure_threshold: u32,
-    /// The failure rate over the last `window` attempts that opens it.
-    pub failure_rate: f64,
-    /// How many recent attempts the failure rate is taken over.
-    pub window: usize,
-    /// How long an open breaker skips the provider before one probe.
-    pub cooldown: Duration,
-}
-
-impl Default for BreakerSettings {
-    fn default() -> Self {
-        BreakerSettings { failure_threshold: 3, failure_rate: 0.5, window: 20, cooldown: Duration::from_secs(30) }
-    }
-}
 
 /// The breaker's state, as operators and metrics see it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
