@@ -148,7 +148,7 @@ impl ChatRequest {
         for (name, value) in self.extra.iter().filter(|(_, value)| !asks_nothing(value)) {
             match name.as_str() {
                 "tools" => out.extend(field::own_tools(value)),
-                _ => out.push(Field::top(name)),
+                _ => out.push(Field::Untranslated(name.clone())),
             }
         }
         out
@@ -198,6 +198,9 @@ impl ChatRequest {
         for field in fields {
             match field {
                 Field::Top(name) | Field::Together(name, _) => out.drop_top(name),
+                Field::Untranslated(name) => {
+                    out.extra.remove(name);
+                }
                 Field::Tool { .. } => out.drop_tool(field),
                 Field::Message(i, name) => {
                     if let Some(message) = out.messages.get_mut(*i) {

@@ -92,8 +92,8 @@ impl ClientDialect {
     pub fn safe_to_drop(self, field: &super::Field) -> bool {
         match field {
             // The end user, for the provider's abuse monitoring: nothing the model sees.
-            super::Field::Top(name) if name == self.word(Setting::User) => true,
-            super::Field::Top(name) => SAFE_TO_DROP.contains(&(self, name.as_str())),
+            super::Field::Top(name) | super::Field::Untranslated(name) if name == self.word(Setting::User) => true,
+            super::Field::Top(name) | super::Field::Untranslated(name) => SAFE_TO_DROP.contains(&(self, name.as_str())),
             super::Field::Tool { kind, .. } => SAFE_TO_DROP_TOOLS.contains(&(self, kind.as_str())),
             super::Field::Message(..) | super::Field::Part(..) | super::Field::Together(..) => false,
         }

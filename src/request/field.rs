@@ -8,6 +8,10 @@
 pub enum Field {
     /// A top-level field, by name.
     Top(String),
+    /// What of top-level field `.0` baton passes through untranslated (all
+    /// of it, or the rest of a field it translates in part, such as
+    /// `thinking` beside its budget): dropping it leaves what was translated.
+    Untranslated(String),
     /// A field of message `.0`, by name.
     Message(usize, String),
     /// Content part `.1` of message `.0`, and what it is.
@@ -41,7 +45,7 @@ impl Field {
 impl std::fmt::Display for Field {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Field::Top(name) => f.write_str(name),
+            Field::Top(name) | Field::Untranslated(name) => f.write_str(name),
             Field::Message(i, name) => write!(f, "messages[{i}].{name}"),
             Field::Part(i, j, what) => write!(f, "messages[{i}].content[{j}] ({what})"),
             Field::Together(name, with) => write!(f, "{name} (together with {with})"),

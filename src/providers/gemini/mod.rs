@@ -125,7 +125,7 @@ fn unsupported(req: &ChatRequest) -> Vec<Field> {
     let mut out: Vec<Field> = req
         .untranslated_fields()
         .into_iter()
-        .filter(|field| !matches!(field, Field::Top(name) if generation_field(req, name).is_some()))
+        .filter(|field| !matches!(field, Field::Untranslated(name) if generation_field(req, name).is_some()))
         .collect();
     if req.parallel_tool_calls == Some(false) {
         out.push(req.field(Setting::ParallelToolCalls));

@@ -4,8 +4,11 @@
 // Claude Code's Read tool, Claude Code reads the file and sends the result
 // back, and prints the model's answer about it — both from an Anthropic-kind
 // target (sent Claude Code's own body and beta headers) and, when that
-// target fails, from an OpenAI-kind one (the Anthropic-only fields it cannot
-// take dropped, as `unsupported_params = "drop"` allows).
+// target fails, from an OpenAI-kind one; and through a route with baton's
+// defaults to a target of every other kind, which goes without the
+// Anthropic-only fields that ask nothing of the answer
+// (`context_management`, `thinking.display`, `metadata.user_id`), named in
+// `x-baton-dropped-params`.
 //
 // Two things keep the run short and offline:
 // * `--tools Read`: a simulated provider calls the first tool offered on
@@ -23,7 +26,8 @@ import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
-  assertAgentAnswered, assertChatToolRoundTrip, assertMessagesToolRoundTrip, recorded, runAgent, serve, serveRoute, startMock,
+  assertAgentAnswered, assertChatToolRoundTrip, assertMessagesToolRoundTrip, recorded, recordingProxy, runAgent, serve,
+  serveRoute, startMock,
 } from "./gateway.mjs";
 
 const here = new URL(".", import.meta.url).pathname;
@@ -109,7 +113,7 @@ test("claude -p works through baton to an Anthropic-kind target", { timeout: 900
 test("claude -p fails over from a failing Anthropic target to an OpenAI-kind one", { timeout: 90000 }, async () => {
   const failing = await mock("anthropic", ["--fault", "http_5xx"]);
   const openai = await mock("openai");
-  const baseURL = await gateway(ROUTE, [["anthropic", failing], ["openai", openai]], 'unsupported_params = "drop"\n');
+  const baseURL = await gateway(ROUTE, [["anthropic", failing], ["openai", openai]]);
 
   const run = await runClaude(baseURL, ROUTE);
   assertAnswered(run);
@@ -134,6 +138,24 @@ test("claude -p fails over from a failing Anthropic target to an OpenAI-kind one
   assert.equal(first.messages[0].role, "system", "Claude Code's system prompt, as a system message");
   assertChatToolRoundTrip(second.messages, "Read", { file_path: "Paris" }, WEATHER);
 });
+
+// With a route's defaults (`unsupported_params = "drop_safe"`), every kind
+// answers Claude Code: what of its body only Anthropic's API takes and asks
+// nothing of the answer is left out, and the answer names it.
+for (const kind of ["openai", "openai-responses", "gemini", "azure"]) {
+  test(`claude -p through a route with baton's defaults to the ${kind} kind`, { timeout: 90000 }, async () => {
+    const target = await mock(kind);
+    const proxy = await recordingProxy((await gateway(ROUTE, [[kind, target]])).replace("http://", ""));
+    procs.push({ kill: proxy.close });
+    const run = await runClaude(`http://${proxy.addr}`, ROUTE);
+    assertAnswered(run);
+    const statuses = proxy.exchanges.map((e) => e.status);
+    assert.ok(statuses.length >= 2 && statuses.every((status) => status === 200), `every request answered: ${statuses}`);
+    const dropped = proxy.exchanges.map((e) => e.answerHeaders["x-baton-dropped-params"] ?? "");
+    assert.ok(dropped.every((names) => names.includes("context_management")), `named what was left out: ${dropped}`);
+    assert.equal((await recorded(target)).length, statuses.length, "the target answered every request");
+  });
+}
 
 // Claude Code takes a model name it does not know for one of the newest
 // models and sends part of its prompt as a `role: "system"` message after

@@ -8,13 +8,15 @@
 // OpenAI-kind target and from an Anthropic-kind one.
 //
 // Codex sends one thing no target but a Responses API can take: a
-// `namespace` tool (`multi_agent_v1`, its sub-agent functions grouped).
-// baton refuses it for every kind of target, so the routes Codex uses say
-// `unsupported_params = "drop"` and baton answers with
-// `x-baton-dropped-params: tools` (only the namespace tool goes: the
-// function tools stay). Its `client_metadata` (its ids for the session and
-// turn) asks nothing of the answer and is left out. A recording proxy between Codex and baton
-// keeps what Codex sent and baton's answer headers.
+// `namespace` tool (`multi_agent_v1`, its sub-agent functions grouped). It
+// asks nothing of the answer (Codex itself runs without it, `--disable
+// multi_agent`), so with a route's defaults (`unsupported_params =
+// "drop_safe"`) a target of another kind goes without it and baton answers
+// with `x-baton-dropped-params: tools (namespace multi_agent_v1)` (only the
+// namespace tool goes: the function tools stay). Its `client_metadata` (its
+// ids for the session and turn) asks nothing of the answer and is left out.
+// A recording proxy between Codex and baton keeps what Codex sent and
+// baton's answer headers.
 //
 // What keeps the run offline, non-interactive and harmless, in the throwaway
 // CODEX_HOME's config.toml (checked with `--strict-config`):
@@ -120,8 +122,14 @@ function assertAnswered(run) {
   assertAgentAnswered("Codex", run, RAN);
 }
 
-/** Asserts what Codex sent baton (two turns of one conversation) and what baton answered. */
-function assertCodexAsked(exchanges, route, provider) {
+/** The dropped-params header of an answer from a target that is not a Responses API. */
+const NAMESPACE_DROPPED = "tools (namespace multi_agent_v1)";
+
+/**
+ * Asserts what Codex sent baton (two turns of one conversation) and what
+ * baton answered: `dropped`, what it said it left out (null: nothing).
+ */
+function assertCodexAsked(exchanges, route, provider, dropped = NAMESPACE_DROPPED) {
   assert.equal(exchanges.length, 2, `Codex asked twice, before and after the command; got ${exchanges.map((e) => `${e.method} ${e.path}`)}`);
   for (const { method, path, headers, body, status, answerHeaders } of exchanges) {
     assert.deepEqual([method, path], ["POST", "/v1/responses"], "at the Responses API");
@@ -142,8 +150,8 @@ function assertCodexAsked(exchanges, route, provider) {
     assert.equal(status, 200, `baton answered ${JSON.stringify(answerHeaders)}`);
     assert.equal(answerHeaders["content-type"], "text/event-stream");
     assert.equal(answerHeaders["x-baton-provider"], provider);
-    assert.equal(answerHeaders["x-baton-dropped-params"], "tools",
-      "what no target but a Responses API takes was dropped");
+    assert.equal(answerHeaders["x-baton-dropped-params"] ?? null, dropped,
+      "what no target but a Responses API takes, and asks nothing of the answer, was left out");
   }
   const input = exchanges[1].body.input;
   const call = input.find((item) => item.type === "function_call");
@@ -157,16 +165,17 @@ function assertCodexAsked(exchanges, route, provider) {
 
 /**
  * Runs Codex through a recording baton whose route `model` has one `kind`
- * target: it answered, asked as Codex does, and the target was asked twice.
- * Resolves with the recording proxy and the target's records.
+ * target and baton's defaults: it answered, asked as Codex does, and the
+ * target was asked twice. Resolves with the recording proxy and the
+ * target's records.
  */
-async function codexThrough(kind, model) {
+async function codexThrough(kind, model, dropped = NAMESPACE_DROPPED) {
   const target = await mock(kind);
-  const proxy = await recordingProxy(await gateway(model, [[kind, target]], 'unsupported_params = "drop"\n'));
+  const proxy = await recordingProxy(await gateway(model, [[kind, target]]));
 
   const run = await runCodex(proxy.addr, model);
   assertAnswered(run);
-  assertCodexAsked(proxy.exchanges, model, kind);
+  assertCodexAsked(proxy.exchanges, model, kind, dropped);
 
   const records = await recorded(target);
   assert.equal(records.length, 2, "the target was asked twice");
@@ -207,12 +216,32 @@ test("codex exec works through baton to an Anthropic-kind target", { timeout: 90
   assertMessagesToolRoundTrip(records[1].body.messages, words, "exec_command", { cmd: "Paris" }, RAN);
 });
 
+// Every other kind, with a route's defaults: a Responses API takes Codex's
+// body as sent, namespace tool and all; Gemini and Azure OpenAI go without
+// the namespace tool.
+test("codex exec works through baton to a Responses API target, its body as sent", { timeout: 90000 }, async () => {
+  const { records } = await codexThrough("openai-responses", "codex-responses", null);
+  for (const { path, body } of records) {
+    assert.equal(path, "/v1/responses", "asked at the Responses API");
+    assert.ok(body.tools.some((t) => t.type === "namespace"), "the namespace tool went along");
+    assert.equal(body.store, false);
+  }
+});
+
+for (const kind of ["gemini", "azure"]) {
+  test(`codex exec works through baton to the ${kind} kind with a route's defaults`, { timeout: 90000 }, async () => {
+    const { records } = await codexThrough(kind, `codex-${kind}`);
+    assert.ok(records.every((r) => !JSON.stringify(r.body).includes("multi_agent_v1")), "the namespace tool was left out");
+    assert.ok(JSON.stringify(records[0].body).includes("exec_command"), "Codex's functions went along");
+  });
+}
+
 // `client_metadata` asks nothing of the answer, so a target goes without
 // it, as with `store`: with Codex's namespace tool turned off
 // (`--disable multi_agent`), Codex works on a route that drops nothing.
 test("codex exec through a route that drops nothing, without Codex's namespace tool", { timeout: 90000 }, async () => {
   const openai = await mock("openai");
-  const proxy = await recordingProxy(await gateway("codex-strict", [["openai", openai]]));
+  const proxy = await recordingProxy(await gateway("codex-strict", [["openai", openai]], 'unsupported_params = "refuse"\n'));
   const run = await runCodex(proxy.addr, "codex-strict", ["--disable", "multi_agent"]);
   assert.deepEqual(proxy.exchanges.map((e) => e.status), [200, 200],
     `baton answered both turns: ${proxy.exchanges.map((e) => e.status)}; Codex said ${run.stderr.match(/ERROR: .*/)?.[0]}`);
@@ -230,7 +259,7 @@ test("codex exec through a route that drops nothing, without Codex's namespace t
 // machine); the count of knocks is exact.
 test("codex exec with WebSockets enabled falls back to HTTP at once on baton's 426", { timeout: 90000 }, async () => {
   const openai = await mock("openai");
-  const addr = await gateway("codex-ws", [["openai", openai]], 'unsupported_params = "drop"\n');
+  const addr = await gateway("codex-ws", [["openai", openai]]);
   const started = Date.now();
   const run = await runCodex(addr, "codex-ws", [], "supports_websockets = true\n");
   const took = Date.now() - started;

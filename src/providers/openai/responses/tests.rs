@@ -166,6 +166,30 @@ fn reasoning_summaries_and_encrypted_reasoning_decode() {
 }
 
 #[test]
+fn a_freeform_tool_call_decodes_as_its_functions_one_string() {
+    let (events, end) = decode(&[
+        json!({ "type": "response.output_item.added", "output_index": 0,
+            "item": { "type": "custom_tool_call", "id": "ctc_1", "call_id": "call_1", "name": "apply_patch", "input": "" } }),
+        json!({ "type": "response.custom_tool_call_input.delta", "output_index": 0, "item_id": "ctc_1", "delta": "*** Begin" }),
+        json!({ "type": "response.output_item.done", "output_index": 0, "item": { "type": "custom_tool_call",
+            "id": "ctc_1", "call_id": "call_1", "name": "apply_patch", "input": "*** Begin Patch\n\"x\"" } }),
+        completed(json!({ "input_tokens": 1, "output_tokens": 1 })),
+    ]);
+    assert!(end.is_ok());
+    let call = |id: Option<&str>, name: Option<&str>, arguments: &str| {
+        Event::ToolCall(ToolCallDelta {
+            index: 0,
+            id: id.map(Into::into),
+            name: name.map(Into::into),
+            arguments: arguments.into(),
+        })
+    };
+    let arguments = json!({ "input": "*** Begin Patch\n\"x\"" }).to_string();
+    assert_eq!(events[..2], [call(Some("call_1"), Some("apply_patch"), ""), call(None, None, &arguments)]);
+    assert_eq!(events.last(), Some(&Event::Finish(FinishReason::ToolCalls)));
+}
+
+#[test]
 fn a_limit_cut_answer_ends_with_length() {
     let (events, end) = decode(&[json!({ "type": "response.incomplete",
         "response": { "status": "incomplete", "incomplete_details": { "reason": "max_output_tokens" } } })]);
