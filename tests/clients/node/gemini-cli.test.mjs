@@ -36,8 +36,10 @@
 //   child process (to raise its heap limit), and the kill after the timeout
 //   would end the parent only and leave the child running.
 // * `-m <route>`: otherwise it asks for "auto", which is first a classifier
-//   model (`gemini-3.5-flash-lite`), then one of its own model names
-//   (`gemini-3.1-pro-preview`).
+//   model (`gemini-3.5-flash-lite`, a whole answer in a JSON schema), then
+//   the model the classifier's score picks (`gemini-3.8-flash` for a simple
+//   prompt, `gemini-3.1-pro-preview` for a complex one); one test runs it
+//   so, through a route whose aliases are those names.
 
 import { after, test } from "node:test";
 import assert from "node:assert/strict";
@@ -71,8 +73,8 @@ async function mock(kind, args = []) {
  * Starts baton with the key "agent" and one route to these targets ([name,
  * mock] pairs), and a recording proxy in front of it; resolves with the proxy.
  */
-async function gateway(route, targets) {
-  const { proc, addr } = await serveRoute(KEY, route, targets);
+async function gateway(route, targets, routeExtra = "") {
+  const { proc, addr } = await serveRoute(KEY, route, targets, routeExtra);
   stops.push(() => proc.kill());
   const proxy = await recordingProxy(addr);
   stops.push(proxy.close);
@@ -88,7 +90,8 @@ const SETTINGS = {
 };
 
 /**
- * Runs `gemini -p "say something" -m <route>` against baton at `addr`, in
+ * Runs `gemini -p "say something" -m <route>` (no `-m` when `route` is
+ * null: the CLI's "auto") against baton at `addr`, in
  * a throwaway HOME (also its TMPDIR) and working directory holding
  * `./Paris`, stdin closed and only PATH, HOME, TMPDIR and the CLI's
  * settings in its environment; killed after a minute.
@@ -108,7 +111,8 @@ function runGemini(addr, route) {
     GEMINI_CLI_TRUST_WORKSPACE: "true",
     GEMINI_CLI_NO_RELAUNCH: "true",
   };
-  return runAgent(GEMINI, ["-p", "say something", "-m", route], { cwd, env, dirs: [home, cwd] });
+  const model = route === null ? [] : ["-m", route];
+  return runAgent(GEMINI, ["-p", "say something", ...model], { cwd, env, dirs: [home, cwd] });
 }
 
 /** How a run ended and what it printed, for a failed assertion's message. */
@@ -229,4 +233,25 @@ test("gemini -p prints baton's error, in Google's shape, when every target fails
 
   const tried = await recorded(failing);
   assert.deepEqual(tried.map((r) => r.fault), ["http_5xx"], "the target was tried once, and failed");
+});
+
+// Without `-m` the CLI picks its own model ("auto"): a classifier model
+// scores the prompt, then the model it picks answers. A route whose aliases
+// are the CLI's model names serves all of them.
+test("gemini -p with the CLI's own model choice, through a route named by its models", { timeout: 90000 }, async () => {
+  const openai = await mock("openai");
+  const aliases = 'aliases = ["gemini-3.5-flash-lite", "gemini-3.8-flash", "gemini-3.1-pro-preview"]\n';
+  const proxy = await gateway("gemini-auto", [["openai", openai]], aliases);
+  const run = await runGemini(proxy.addr, null);
+  assertAnswered(run, "openai0 openai1 openai2");
+  const [classifier, ...turns] = proxy.exchanges;
+  assert.equal(classifier.path, "/v1beta/models/gemini-3.5-flash-lite:generateContent", "the classifier asked first, whole");
+  assert.ok(classifier.body.generationConfig.responseJsonSchema, "for a score in a JSON schema");
+  assert.equal(turns.length, 2, "then the two turns");
+  for (const turn of turns) {
+    assert.match(turn.path, /^\/v1beta\/models\/gemini-3\.(8-flash|1-pro-preview):streamGenerateContent\?alt=sse$/,
+      "at the model the classifier picked");
+  }
+  assert.ok(proxy.exchanges.every((e) => e.status === 200), `every request answered: ${proxy.exchanges.map((e) => e.status)}`);
+  assert.equal((await recorded(openai)).length, 3, "the one route's target answered all three");
 });
