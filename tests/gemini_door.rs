@@ -259,21 +259,39 @@ async fn the_gemini_cli_s_thinking_and_sampling_are_named_as_it_wrote_them_and_d
         // What the Gemini CLI sends to a Gemini 3 model.
         body["generationConfig"] = json!({ "temperature": 1, "topP": 0.95, "topK": 64,
             "thinkingConfig": { "includeThoughts": true, "thinkingLevel": "HIGH" } });
+        let route = |keys: &str| ChatConfig::new().keys(keys).mock("claude", &claude).deadlines(1000, 1000).toml();
 
-        let strict = Proxy::start(&ChatConfig::new().mock("claude", &claude).deadlines(1000, 1000).toml()).await;
+        // With the defaults, thinking and the sampling Anthropic takes beside it
+        // (temperature 1, top_p 0.95) go; the top-k cut it refuses is left out.
+        let defaults = Proxy::start(&route("")).await;
+        let got = post(&defaults, STREAM, &body).await;
+        assert_eq!(got.status, 200, "{}", got.raw);
+        assert_eq!(got.header("x-baton-dropped-params"), "generationConfig.topK");
+        let sent = claude.requests().pop().unwrap().body;
+        assert!(sent["thinking"]["budget_tokens"].is_u64(), "thinking kept: {sent}");
+        assert_eq!((sent["temperature"].as_f64(), sent["top_p"].as_f64()), (Some(1.0), Some(0.95)), "{sent}");
+        assert!(sent.get("top_k").is_none(), "{sent}");
+
+        let strict = Proxy::start(&route("unsupported_params = \"refuse\"")).await;
         let refused = post(&strict, STREAM, &body).await;
         assert_eq!(refused.status, 400, "{}", refused.raw);
         let message = refused.json()["error"]["message"].as_str().unwrap_or_default().to_owned();
-        for named in
-            ["generationConfig.thinkingConfig.thinkingLevel", "generationConfig.temperature", "generationConfig.topK"]
-        {
+        assert!(message.contains("generationConfig.topK"), "named as the CLI wrote it: {message}");
+
+        // A temperature Anthropic refuses beside thinking is refused by name,
+        // or, with "drop", the thinking goes and the temperature stays.
+        body["generationConfig"]["temperature"] = json!(0.5);
+        let asked = claude.requests().len();
+        let refused = post(&defaults, STREAM, &body).await;
+        assert_eq!(refused.status, 400, "{}", refused.raw);
+        let message = refused.json()["error"]["message"].as_str().unwrap_or_default().to_owned();
+        for named in ["generationConfig.thinkingConfig.thinkingLevel", "generationConfig.temperature"] {
             assert!(message.contains(named), "names {named}: {message}");
         }
-        assert!(claude.requests().is_empty());
+        assert_eq!(claude.requests().len(), asked, "a refused request reaches no target");
 
-        let dropping = ChatConfig::new().keys("unsupported_params = \"drop\"").mock("claude", &claude);
-        let proxy = Proxy::start(&dropping.deadlines(1000, 1000).toml()).await;
-        let got = post(&proxy, STREAM, &body).await;
+        let dropping = Proxy::start(&route("unsupported_params = \"drop\"")).await;
+        let got = post(&dropping, STREAM, &body).await;
         assert_eq!(got.status, 200, "{}", got.raw);
         let dropped = got.header("x-baton-dropped-params");
         assert!(
@@ -284,7 +302,7 @@ async fn the_gemini_cli_s_thinking_and_sampling_are_named_as_it_wrote_them_and_d
         );
         let sent = claude.requests().pop().unwrap().body;
         assert!(sent.get("thinking").is_none(), "{sent}");
-        assert_eq!(sent["temperature"], 1.0, "{sent}");
+        assert_eq!(sent["temperature"], 0.5, "{sent}");
     })
     .await;
 }

@@ -91,8 +91,15 @@ impl ClientDialect {
     /// default, because it asks nothing of the answer.
     pub fn safe_to_drop(self, field: &super::Field) -> bool {
         match field {
-            // The end user, for the provider's abuse monitoring: nothing the model sees.
-            super::Field::Top(name) | super::Field::Untranslated(name) if name == self.word(Setting::User) => true,
+            // The end user, for the provider's abuse monitoring: nothing the
+            // model sees. A top-k cut where the target's API has none (the
+            // Gemini CLI sends 64): the model is asked the same thing and
+            // samples as `temperature` and `top_p` allow.
+            super::Field::Top(name) | super::Field::Untranslated(name)
+                if name == self.word(Setting::User) || name == self.word(Setting::TopK) =>
+            {
+                true
+            }
             super::Field::Top(name) | super::Field::Untranslated(name) => SAFE_TO_DROP.contains(&(self, name.as_str())),
             super::Field::Tool { kind, .. } => SAFE_TO_DROP_TOOLS.contains(&(self, kind.as_str())),
             super::Field::Message(..) | super::Field::Part(..) | super::Field::Together(..) => false,

@@ -196,6 +196,8 @@ const MAX_TEMPERATURE: f64 = 1.0;
 
 /// The lowest `top_p` Anthropic takes while thinking.
 const MIN_THINKING_TOP_P: f64 = 0.95;
+/// The one `temperature` Anthropic takes beside thinking.
+const THINKING_TEMPERATURE: f64 = 1.0;
 
 /// The request's fields Anthropic has no equivalent for; a field set to
 /// `null` or `false` asks for nothing and is honoured.
@@ -221,10 +223,11 @@ fn unsupported(req: &ChatRequest) -> Vec<Field> {
 
 /// What keeps `reasoning_effort` from becoming a `thinking` budget: an
 /// effort Anthropic has no budget for, or a setting the API refuses beside
-/// thinking — a limit no larger than the budget, `temperature`, `top_k`, a
-/// `top_p` below 0.95, a forced tool, or a tool call in the last assistant
-/// turn (its thinking block, which Anthropic wants back, is not in an
-/// OpenAI conversation).
+/// thinking — a limit no larger than the budget, a `temperature` other than
+/// 1, a `top_p` below 0.95, a forced tool, or a tool call in the last
+/// assistant turn (its thinking block, which Anthropic wants back, is not in
+/// an OpenAI conversation). A `top_k` beside thinking is named on its own:
+/// the request may go without that sampling cut and keep its thinking.
 fn thinking_conflicts(req: &ChatRequest) -> Vec<Field> {
     let Some(effort) = req.reasoning_effort.as_deref() else { return Vec::new() };
     let Some(budget) = thinking_budget(effort) else {
@@ -239,17 +242,20 @@ fn thinking_conflicts(req: &ChatRequest) -> Vec<Field> {
     let last_assistant = req.messages.iter().rev().find(|m| m.role == Role::Assistant);
     let conflicts = [
         (limit, req.max_tokens.is_some_and(|max| max <= budget)),
-        (word(Setting::Temperature), req.temperature.is_some()),
-        (word(Setting::TopK), req.top_k.is_some()),
+        (word(Setting::Temperature), req.temperature.is_some_and(|t| t != THINKING_TEMPERATURE)),
         (word(Setting::TopP), req.top_p.is_some_and(|p| p < MIN_THINKING_TOP_P)),
         (word(Setting::ToolChoice), matches!(req.tool_choice, Some(ToolChoice::Required | ToolChoice::Function(_)))),
         ("tool_calls", last_assistant.is_some_and(|m| !m.tool_calls.is_empty())),
     ];
-    conflicts
+    let mut out: Vec<Field> = conflicts
         .into_iter()
         .filter(|(_, conflicts)| *conflicts)
         .map(|(with, _)| Field::Together(word(Setting::ReasoningEffort).to_owned(), with.to_owned()))
-        .collect()
+        .collect();
+    if req.top_k.is_some() {
+        out.push(req.field(Setting::TopK));
+    }
+    out
 }
 
 /// The Messages body: system prompts outside the conversation, tool calls

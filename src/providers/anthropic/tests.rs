@@ -203,7 +203,9 @@ fn what_anthropic_refuses_beside_thinking_is_named() {
         (json!({ "max_tokens": 1024 }), vec!["reasoning_effort (together with max_tokens)"]),
         (json!({ "max_completion_tokens": 500 }), vec!["reasoning_effort (together with max_completion_tokens)"]),
         (json!({ "temperature": 0.2 }), vec!["reasoning_effort (together with temperature)"]),
-        (json!({ "top_k": 5 }), vec!["reasoning_effort (together with top_k)"]),
+        (json!({ "temperature": 1 }), vec![]),
+        // A top-k cut is named alone: the request may go without it and think.
+        (json!({ "top_k": 5 }), vec!["top_k"]),
         (json!({ "top_p": 0.5 }), vec!["reasoning_effort (together with top_p)"]),
         (json!({ "top_p": 0.97 }), vec![]),
         (

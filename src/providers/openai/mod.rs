@@ -100,10 +100,15 @@ fn native_settings(model: &str) -> [(&'static str, Set<'_>); 3] {
 }
 
 /// The fields and parts of a request of another dialect that have no Chat
-/// Completions equivalent: its untranslated fields and parts, and a
-/// thinking budget that matches no effort (see [`effort_for_budget`]).
+/// Completions equivalent: its untranslated fields and parts, a thinking
+/// budget that matches no effort (see [`effort_for_budget`]), and `top_k`
+/// (OpenAI's API has none; a Chat Completions client's own `top_k` goes as
+/// written, for the compatible servers that take it).
 fn untranslated(req: &ChatRequest) -> Vec<Field> {
     let mut out = req.untranslated_fields();
+    if req.top_k.is_some() {
+        out.push(req.field(Setting::TopK));
+    }
     for (i, message) in req.messages.iter().enumerate() {
         out.extend(req.untranslated_message_fields(i));
         for (j, part) in message.content.iter().enumerate() {
