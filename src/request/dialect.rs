@@ -63,10 +63,11 @@ impl Setting {
     ];
 }
 
-/// The fields of each dialect a target that cannot honour them may go
-/// without by default (`unsupported_params = "drop_safe"`), because they
-/// ask nothing of the answer: the model is asked the same thing with the
-/// same tools to answer it. docs/dialects.md says why each is safe.
+/// The untranslated fields of each dialect a target that cannot honour
+/// them may go without by default (`unsupported_params = "drop_safe"`),
+/// because they ask nothing of the answer: the model is asked the same
+/// thing with the same tools to answer it. docs/dialects.md says why each
+/// is safe.
 const SAFE_TO_DROP: [(ClientDialect, &str); 2] = [
     // Claude Code's instruction to clear old thinking or tool results
     // server-side as the context grows: without it the model sees the
@@ -100,7 +101,9 @@ impl ClientDialect {
             {
                 true
             }
-            super::Field::Top(name) | super::Field::Untranslated(name) => SAFE_TO_DROP.contains(&(self, name.as_str())),
+            // Only what is untranslated: `thinking`'s translated budget is not among them.
+            super::Field::Untranslated(name) => SAFE_TO_DROP.contains(&(self, name.as_str())),
+            super::Field::Top(_) => false,
             super::Field::Tool { kind, .. } => SAFE_TO_DROP_TOOLS.contains(&(self, kind.as_str())),
             super::Field::Message(..) | super::Field::Part(..) | super::Field::Together(..) => false,
         }

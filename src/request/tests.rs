@@ -59,3 +59,25 @@ fn the_estimate_counts_text_tool_calls_and_the_output_reserve() {
     let req = ChatRequest { messages: vec![Message::text(Role::User, "12345678"), call], ..ChatRequest::default() };
     assert_eq!(req.estimated_tokens(), 2 + 2 + DEFAULT_OUTPUT_RESERVE);
 }
+
+#[test]
+fn only_what_asks_nothing_of_the_answer_is_safe_to_drop() {
+    let tool = |kind: &str| Field::Tool { kind: kind.into(), name: Some("x".into()) };
+    let cases = [
+        (ClientDialect::Messages, Field::Untranslated("context_management".into()), true),
+        (ClientDialect::Messages, Field::Untranslated("thinking".into()), true),
+        (ClientDialect::Messages, Field::Top("thinking".into()), false),
+        (ClientDialect::Messages, Field::Top("metadata.user_id".into()), true),
+        (ClientDialect::Gemini, Field::Top("generationConfig.topK".into()), true),
+        (ClientDialect::Gemini, Field::Top("generationConfig.temperature".into()), false),
+        (ClientDialect::ChatCompletions, Field::Untranslated("seed".into()), false),
+        (ClientDialect::ChatCompletions, Field::Untranslated("context_management".into()), false),
+        (ClientDialect::Responses, tool("namespace"), true),
+        (ClientDialect::Responses, tool("web_search"), false),
+        (ClientDialect::Messages, tool("namespace"), false),
+        (ClientDialect::Messages, Field::Together("thinking".into(), "temperature".into()), false),
+    ];
+    for (dialect, field, safe) in cases {
+        assert_eq!(dialect.safe_to_drop(&field), safe, "{dialect:?} {field}");
+    }
+}

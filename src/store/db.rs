@@ -33,12 +33,8 @@ const MIGRATIONS: [(i64, &str, &str, &str); 2] = [
         include_str!("migrations/sqlite/0001_records.sql"),
         include_str!("migrations/postgres/0001_records.sql"),
     ),
-    (
-        2,
-        "responses",
-        include_str!("migrations/sqlite/0002_responses.sql"),
-        include_str!("migrations/postgres/0002_responses.sql"),
-    ),
+    // The same words in both.
+    (2, "responses", include_str!("migrations/0002_responses.sql"), include_str!("migrations/0002_responses.sql")),
 ];
 
 /// Which database a pool reaches, where the SQL must differ.

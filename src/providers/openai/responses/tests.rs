@@ -109,6 +109,16 @@ fn decode(events: &[Value]) -> (Vec<Event>, Result<(), ProviderError>) {
     (out, decoder.finish())
 }
 
+/// The first call's delta: its id and name when it begins, then its arguments.
+fn call(id: Option<&str>, name: Option<&str>, arguments: &str) -> Event {
+    Event::ToolCall(ToolCallDelta {
+        index: 0,
+        id: id.map(Into::into),
+        name: name.map(Into::into),
+        arguments: arguments.into(),
+    })
+}
+
 fn completed(usage: Value) -> Value {
     json!({ "type": "response.completed", "sequence_number": 9, "response": { "id": "resp_1", "status": "completed", "usage": usage } })
 }
@@ -128,14 +138,6 @@ fn text_calls_and_usage_decode_to_events() {
             "output_tokens_details": { "reasoning_tokens": 2 }, "total_tokens": 19 })),
     ]);
     assert!(end.is_ok());
-    let call = |id: Option<&str>, name: Option<&str>, arguments: &str| {
-        Event::ToolCall(ToolCallDelta {
-            index: 0,
-            id: id.map(Into::into),
-            name: name.map(Into::into),
-            arguments: arguments.into(),
-        })
-    };
     assert_eq!(
         events,
         [
@@ -176,14 +178,6 @@ fn a_freeform_tool_call_decodes_as_its_functions_one_string() {
         completed(json!({ "input_tokens": 1, "output_tokens": 1 })),
     ]);
     assert!(end.is_ok());
-    let call = |id: Option<&str>, name: Option<&str>, arguments: &str| {
-        Event::ToolCall(ToolCallDelta {
-            index: 0,
-            id: id.map(Into::into),
-            name: name.map(Into::into),
-            arguments: arguments.into(),
-        })
-    };
     let arguments = json!({ "input": "*** Begin Patch\n\"x\"" }).to_string();
     assert_eq!(events[..2], [call(Some("call_1"), Some("apply_patch"), ""), call(None, None, &arguments)]);
     assert_eq!(events.last(), Some(&Event::Finish(FinishReason::ToolCalls)));
