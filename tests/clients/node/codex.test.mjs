@@ -4,8 +4,10 @@
 // calls the first tool Codex offers, `exec_command`, with the command
 // `Paris` (its example string); Codex runs it in its read-only sandbox in a
 // throwaway directory, where bash answers "Paris: command not found"; Codex
-// sends that back and prints the model's answer about it. Both from an
-// OpenAI-kind target and from an Anthropic-kind one.
+// sends that back and prints the model's answer about it: from a target of
+// every provider kind (OpenAI's two APIs, Anthropic, Gemini, Azure OpenAI,
+// Bedrock through Converse, Gemini on Vertex AI), each with a route's
+// defaults.
 //
 // Codex sends one thing no target but a Responses API can take: a
 // `namespace` tool (`multi_agent_v1`, its sub-agent functions grouped). It
@@ -30,12 +32,12 @@
 
 import { after, test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
   assertAgentAnswered, assertChatToolRoundTrip, assertMessagesToolRoundTrip, recorded, recordingProxy as sharedRecordingProxy,
-  runAgent, serveRoute, startMock, textOf,
+  runAgent, serve, serveRoute, startMock, textOf,
 } from "./gateway.mjs";
 
 const here = new URL(".", import.meta.url).pathname;
@@ -50,8 +52,8 @@ after(() => {
 });
 
 /** Starts a mock and keeps it to be stopped after the tests. */
-async function mock(kind) {
-  const started = await startMock(kind);
+async function mock(kind, args = []) {
+  const started = await startMock(kind, { args });
   stops.push(() => started.proc.kill());
   return started;
 }
@@ -233,6 +235,48 @@ for (const kind of ["gemini", "azure"]) {
     const { records } = await codexThrough(kind, `codex-${kind}`);
     assert.ok(records.every((r) => !JSON.stringify(r.body).includes("multi_agent_v1")), "the namespace tool was left out");
     assert.ok(JSON.stringify(records[0].body).includes("exec_command"), "Codex's functions went along");
+  });
+}
+
+/**
+ * The `[[providers]]` entry of a simulated cloud `mock` of `kind`, named
+ * after its kind: Bedrock with AWS keys (the simulated one checks no
+ * signature unless given one), Vertex with the test-only service account's
+ * key file, its `token_uri` the simulated Vertex's own.
+ */
+function cloudProvider(kind, mock) {
+  if (kind === "bedrock") {
+    return `[[providers]]\nname = "bedrock"\nkind = "bedrock"\nregion = "us-east-1"\nbase_url = "http://${mock.addr}"
+aws_access_key_id = "AKIDCONFIG"\naws_secret_access_key = "config-secret"\n`;
+  }
+  const key = JSON.parse(readFileSync(join(here, "../../../fixtures/vertex/test-only-service-account.json"), "utf8"));
+  key.token_uri = `http://${mock.addr}/token`;
+  const keyFile = join(mkdtempSync(join(tmpdir(), "baton-vertex-key-")), "sa.json");
+  writeFileSync(keyFile, JSON.stringify(key));
+  return `[[providers]]\nname = "vertex"\nkind = "vertex"\nproject = "p"\nregion = "us-east5"
+base_url = "http://${mock.addr}"\ncredentials_file = "${keyFile}"\n`;
+}
+
+// The clouds, with a route's defaults: a model Bedrock serves through
+// Converse, and a Gemini model on Vertex AI.
+for (const [kind, model, args] of [
+  ["bedrock", "amazon.nova-pro-v1:0", []],
+  ["vertex", "gemini-2.5-flash", ["--api-key", "ya29.issued"]],
+]) {
+  test(`codex exec works through baton to ${model} on the ${kind} kind with a route's defaults`, { timeout: 90000 }, async () => {
+    const target = await mock(kind, args);
+    const route = `codex-${kind}`;
+    const config = `listen = "127.0.0.1:0"\n\n[[keys]]\nname = "agent"\nkey = "${KEY}"\n\n${cloudProvider(kind, target)}
+[[routes]]\nmodel = "${route}"\ntargets = [{ provider = "${kind}", model = "${model}" }]\n`;
+    const { proc, addr } = await serve(config);
+    stops.push(() => proc.kill());
+    const proxy = await recordingProxy(addr);
+    const run = await runCodex(proxy.addr, route);
+    assertAnswered(run);
+    assertCodexAsked(proxy.exchanges, route, kind);
+    const answered = (await recorded(target)).filter((r) => r.path !== "/token");
+    assert.equal(answered.length, 2, "the target was asked twice");
+    assert.ok(answered.every((r) => !JSON.stringify(r.body).includes("multi_agent_v1")), "without the namespace tool");
   });
 }
 
