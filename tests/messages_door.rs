@@ -91,19 +91,30 @@ async fn an_anthropic_target_gets_the_clients_body_and_api_headers_as_sent() {
 async fn another_kind_gets_the_request_translated_and_names_what_it_cannot_take() {
     within(HARD_LIMIT, async {
         let openai = MockProvider::openai().marker("translated").spawned().await;
-        let strict = mocks_toml(&[("oai", &openai)], FIRST_TOKEN_MS, IDLE_MS);
-        let proxy = Proxy::start(&strict).await;
-        let got = post_messages(&proxy, &claude_code_body()).await;
-        assert_eq!(got.status, 400, "{}", got.raw);
-        assert_eq!(got.json()["type"], "error");
-        assert_eq!(got.json()["error"]["type"], "invalid_request_error");
-        let message = got.json()["error"]["message"].as_str().unwrap_or_default().to_owned();
-        for named in ["context_management", "x_field_from_the_future", "oai"] {
+        let defaults = mocks_toml(&[("oai", &openai)], FIRST_TOKEN_MS, IDLE_MS);
+        let refusing = |config: String| async move {
+            let proxy = Proxy::start(&config).await;
+            let got = post_messages(&proxy, &claude_code_body()).await;
+            assert_eq!(got.status, 400, "{}", got.raw);
+            assert_eq!(got.json()["type"], "error");
+            assert_eq!(got.json()["error"]["type"], "invalid_request_error");
+            got.json()["error"]["message"].as_str().unwrap_or_default().to_owned()
+        };
+        // By default only what asks something of the answer is refused;
+        // context_management (Claude Code's) would be left out.
+        let message = refusing(defaults.clone()).await;
+        for named in ["x_field_from_the_future", "oai"] {
             assert!(message.contains(named), "the refusal names {named}: {message}");
+        }
+        assert!(!message.contains("context_management"), "{message}");
+        let strict = defaults.replace("[[routes]]\n", "[[routes]]\nunsupported_params = \"refuse\"\n");
+        let message = refusing(strict).await;
+        for named in ["context_management", "x_field_from_the_future", "oai"] {
+            assert!(message.contains(named), "the strict refusal names {named}: {message}");
         }
         assert!(openai.requests().is_empty(), "nothing was sent");
 
-        let dropping = strict.replace("[[routes]]\n", "[[routes]]\nunsupported_params = \"drop\"\n");
+        let dropping = defaults.replace("[[routes]]\n", "[[routes]]\nunsupported_params = \"drop\"\n");
         let proxy = Proxy::start(&dropping).await;
         let got = post_messages(&proxy, &claude_code_body()).await;
         assert_eq!(got.status, 200, "{}", got.raw);
