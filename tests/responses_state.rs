@@ -2,8 +2,8 @@
 //! the client lets baton keep is found again by `previous_response_id`,
 //! whichever provider (of whichever kind) answers the next turn, on SQLite
 //! and on PostgreSQL, across a restart; `GET` and `DELETE
-//! /v1/responses/{id}`; a key sees only its own; `store: false` keeps
-//! nothing; encrypted reasoning goes back only to the provider that wrote
+//! /v1/responses/{id}`; an `item_reference` is the kept item it names; a
+//! key sees only its own; `store: false` keeps nothing; encrypted reasoning goes back only to the provider that wrote
 //! it; without a store a chained turn is refused by name.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test fails by panicking")]
@@ -225,7 +225,7 @@ fn encrypted_reasoning_goes_back_only_to_the_provider_that_wrote_it() {
 }
 
 #[tokio::test]
-async fn without_a_store_a_chained_turn_is_refused_by_name() {
+async fn without_a_store_a_chained_turn_and_a_reference_are_refused_by_name() {
     within(HARD_LIMIT, async {
         let gpt = MockProvider::openai_responses().spawned().await;
         let text = format!("[store]\nbackend = \"none\"\n{}", ChatConfig::new().mock("gpt", &gpt).toml());
@@ -240,7 +240,47 @@ async fn without_a_store_a_chained_turn_is_refused_by_name() {
             "{}",
             refused.raw
         );
+        let referring = json!({ "model": "chat", "input": [{ "type": "item_reference", "id": "msg_1" }] });
+        let refused = respond(&proxy, &referring, None).await;
+        assert_eq!(refused.status, 400);
+        assert!(refused.json()["error"]["message"].as_str().unwrap().contains("`item_reference`"), "{}", refused.raw);
         assert_eq!(gpt.requests().len(), 1);
     })
     .await;
+}
+
+#[test]
+fn an_item_reference_is_found_in_the_kept_turn_it_names() {
+    support::run(HARD_LIMIT, async {
+        let backend = Backend::sqlite("references");
+        let claude = MockProvider::anthropic().spawned().await;
+        let keys = format!("[[keys]]\nname = \"ann\"\nkey = \"{ANN}\"\n\n[[keys]]\nname = \"bob\"\nkey = \"{BOB}\"\n");
+        let text = format!("{}{keys}{}", backend.toml(), ChatConfig::new().mock("claude", &claude).toml());
+        let (proxy, _state) = Proxy::start_recorded_text(&text).await;
+        let first = response_of(&respond(&proxy, &json!({ "model": "chat", "input": "first" }), Some(ANN)).await);
+        let message = first["output"].as_array().unwrap().iter().find(|item| item["type"] == "message").unwrap();
+        let id = message["id"].as_str().unwrap();
+        let referring = json!({ "model": "chat", "input": [
+            { "role": "user", "content": "first" },
+            { "type": "item_reference", "id": id },
+            { "role": "user", "content": "and?" },
+        ] });
+        response_of(&respond(&proxy, &referring, Some(ANN)).await);
+        let sent = claude.requests().pop().expect("asked");
+        let said = output_text(&first);
+        assert_eq!(
+            anthropic_turns(&sent.body),
+            ["user: first".to_owned(), format!("assistant: {said}"), "user: and?".to_owned()],
+            "the reference became the item it names"
+        );
+        for (key, what) in [(Some(BOB), "another key's item"), (Some(ANN), "an item never kept")] {
+            let mut body = referring.clone();
+            if key == Some(ANN) {
+                body["input"][1]["id"] = json!("msg_0123");
+            }
+            let refused = respond(&proxy, &body, key).await;
+            assert_eq!(refused.status, 404, "{what}: {}", refused.raw);
+            assert_eq!(refused.json()["error"]["code"], "item_not_found", "{what}");
+        }
+    });
 }

@@ -1,7 +1,8 @@
 //! The Responses door's state: a turn the client lets baton keep (`store`
 //! true or absent) is kept under its response id and the caller's key; a
-//! turn chained with `previous_response_id` is rebuilt from the kept ones
-//! and sent whole to whichever target answers; `GET` and `DELETE
+//! turn chained with `previous_response_id`, or naming earlier output items
+//! by `item_reference`, is rebuilt from the kept ones and sent whole to
+//! whichever target answers; `GET` and `DELETE
 //! /v1/responses/{id}` read and forget a kept response. Without a store
 //! (`[store] backend = "none"`) nothing is kept and a chained turn is
 //! refused by name.
@@ -18,7 +19,9 @@ use super::edge::Arrival;
 use super::extract::{Asked, Caller, Drilled, JsonContent, Refused};
 use crate::access::ClientKey;
 use crate::dialect::ApiError;
-use crate::dialect::responses::{Keeper, OpenAiResponses, StoredTurn, continue_from, request_input};
+use crate::dialect::responses::{
+    Keeper, OpenAiResponses, Referenced, StoredTurn, continue_from, request_input, response_of_item,
+};
 use crate::store::{ChainError, KeptTurn, Records, now_ms};
 
 /// `POST /v1/responses`: the chat handler, with the conversation rebuilt
@@ -34,15 +37,21 @@ pub(super) async fn create(
 ) -> Result<Response, Refused<OpenAiResponses>> {
     let owner = owner(caller.key());
     let records = state.records().cloned();
-    if let Some(previous) = &asked.options.previous {
+    let (previous, references) = (&asked.options.previous, &asked.options.references);
+    if previous.is_some() || !references.is_empty() {
         let records = records.as_ref().ok_or_else(|| {
-            ApiError::bad_request(
-                "`previous_response_id` is not supported: this gateway keeps no responses ([store] backend = \"none\"); \
-                 send the whole conversation in `input`",
-            )
+            let field = if previous.is_some() { "`previous_response_id`" } else { "`item_reference`" };
+            ApiError::bad_request(format!(
+                "{field} is not supported: this gateway keeps no responses ([store] backend = \"none\"); \
+                 send the whole conversation in `input`"
+            ))
         })?;
-        let turns = chain(records, previous, &owner, caller.config().max_body_bytes).await?;
-        continue_from(&mut asked.request, &asked.options, turns)?;
+        let turns = match previous {
+            Some(previous) => chain(records, previous, &owner, caller.config().max_body_bytes).await?,
+            None => Vec::new(),
+        };
+        let referenced = referenced(records, references, &owner).await?;
+        continue_from(&mut asked.request, &asked.options, turns, &referenced)?;
     }
     if asked.options.store
         && let Some(records) = records
@@ -109,6 +118,30 @@ async fn chain(records: &Records, previous: &str, owner: &str, max_bytes: usize)
         ChainError::Unavailable(_) => ApiError::store_unavailable(),
     })?;
     Ok(kept.iter().map(|turn| stored_turn(turn)).collect())
+}
+
+/// The earlier output items `ids` name (`item_reference`), each found in the
+/// kept turn its id names, `owner`'s; 404 for one no kept turn holds.
+async fn referenced(records: &Records, ids: &[String], owner: &str) -> Result<Referenced, ApiError> {
+    let mut found = Referenced::new();
+    for id in ids {
+        let missing = || {
+            let message = format!("Item with id '{id}' not found. Items are kept only when `store` is not false.");
+            ApiError::new(
+                http::StatusCode::NOT_FOUND,
+                crate::dialect::ErrorKind::InvalidRequest,
+                "item_not_found",
+                message,
+            )
+        };
+        let response = response_of_item(id).ok_or_else(missing)?;
+        let turn = records.kept_turn(&response, owner).await.map_err(|_| ApiError::store_unavailable())?;
+        let turn = turn.ok_or_else(missing)?;
+        let output = stored_turn(&turn).output;
+        let item = output.into_iter().find(|item| item.get("id").and_then(Value::as_str) == Some(id.as_str()));
+        found.insert(id.clone(), (item.ok_or_else(missing)?, turn.maker.as_str().into()));
+    }
+    Ok(found)
 }
 
 /// A kept turn as the dialect rebuilds it: its input, and its response's output.

@@ -16,8 +16,8 @@ use bytes::{Bytes, BytesMut};
 use http::request::Parts;
 use serde_json::{Map, Value};
 
-pub use request::{StoredTurn, continue_from, parse, request_input};
-pub use stream::ResponseEncoder;
+pub use request::{Referenced, StoredTurn, continue_from, parse, request_input};
+pub use stream::{ResponseEncoder, response_of_item};
 
 use super::{ApiError, Dialect, Encoder, Ingress, OPENAI_HEADERS};
 use crate::event::Event;
@@ -37,6 +37,9 @@ pub struct Options {
     pub body: Bytes,
     /// The kept response this turn continues (`previous_response_id`).
     pub previous: Option<String>,
+    /// The ids of earlier output items the input refers to
+    /// (`item_reference`), to be found in the kept turns.
+    pub references: Vec<String>,
     /// Whether the client lets this turn be kept (`store`; OpenAI's default is yes).
     pub store: bool,
     /// The freeform (`custom`) tools the client offered: a call of one is

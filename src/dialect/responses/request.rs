@@ -7,6 +7,7 @@
 //! has no translation stays in the request's `extra` under the Responses
 //! API's names, to be refused by name.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -73,11 +74,10 @@ pub fn parse(body: Bytes) -> Result<Ingress<Options>, ApiError> {
     fields.map.remove("client_metadata");
     let instructions = fields.take::<String>("instructions")?;
     let items = input_items(fields.need::<Value>("input")?)?;
+    let mut references = Vec::new();
+    let own = items.into_iter().enumerate().map(|(i, item)| (format!("input[{i}]"), item, None));
     let mut request = ChatRequest {
-        messages: conversation(
-            instructions,
-            items.into_iter().enumerate().map(|(i, item)| (format!("input[{i}]"), item, None)),
-        )?,
+        messages: conversation(instructions, own, Lookup::Collect(&mut references))?,
         max_tokens: fields.take("max_output_tokens")?,
         limit_field: LimitField::MaxCompletionTokens,
         temperature: fields.take("temperature")?,
@@ -97,7 +97,7 @@ pub fn parse(body: Bytes) -> Result<Ingress<Options>, ApiError> {
         fields.map.remove("truncation");
     }
     request.extra = std::mem::take(&mut fields.map);
-    let options = Options { echo, body, previous, store, custom_tools, keeper: None, maker: None };
+    let options = Options { echo, body, previous, references, store, custom_tools, keeper: None, maker: None };
     Ok(Ingress { model, stream, request, options })
 }
 
@@ -121,12 +121,30 @@ pub fn request_input(body: &[u8]) -> Vec<Value> {
         .unwrap_or_default()
 }
 
+/// Earlier output items the request's `item_reference`s name, found in
+/// kept turns: each item by its id, with the provider that wrote it.
+pub type Referenced = HashMap<String, (Value, Arc<str>)>;
+
+/// What an `item_reference` becomes while a conversation is built: its id
+/// collected (the first reading, before the store is asked), or the item
+/// it names.
+enum Lookup<'a> {
+    Collect(&'a mut Vec<String>),
+    Found(&'a Referenced),
+}
+
 /// Continues a stored conversation: the earlier `turns`, oldest first (each
 /// turn's input, then its response's output, which its maker wrote), go
-/// before this request's own input. The instructions stay this request's
-/// alone, as OpenAI's API has it. What goes upstream is now baton's
-/// rewrite, so no target is sent the client's body as it came.
-pub fn continue_from(request: &mut ChatRequest, options: &Options, turns: Vec<StoredTurn>) -> Result<(), ApiError> {
+/// before this request's own input, in which each `item_reference` is the
+/// `referenced` item it names. The instructions stay this request's alone,
+/// as OpenAI's API has it. What goes upstream is now baton's rewrite, so no
+/// target is sent the client's body as it came.
+pub fn continue_from(
+    request: &mut ChatRequest,
+    options: &Options,
+    turns: Vec<StoredTurn>,
+    referenced: &Referenced,
+) -> Result<(), ApiError> {
     let mut fields = Fields::new(serde_json::from_slice(&options.body).unwrap_or_default(), "")?;
     let instructions = fields.take::<String>("instructions")?;
     let own = input_items(fields.need::<Value>("input")?)?;
@@ -138,7 +156,7 @@ pub fn continue_from(request: &mut ChatRequest, options: &Options, turns: Vec<St
         items.extend(turn.output.into_iter().enumerate().map(|(i, item)| (at("output", i), item, maker.clone())));
     }
     items.extend(own.into_iter().enumerate().map(|(i, item)| (format!("input[{i}]"), item, None)));
-    request.messages = conversation(instructions, items)?;
+    request.messages = conversation(instructions, items, Lookup::Found(referenced))?;
     request.native = None;
     Ok(())
 }
@@ -149,12 +167,32 @@ pub fn continue_from(request: &mut ChatRequest, options: &Options, turns: Vec<St
 fn conversation(
     instructions: Option<String>,
     items: impl IntoIterator<Item = (String, Value, Option<Arc<str>>)>,
+    mut lookup: Lookup<'_>,
 ) -> Result<Vec<Message>, ApiError> {
     let mut messages = Vec::new();
     if let Some(instructions) = instructions {
         messages.push(Message::text(Role::System, instructions));
     }
     for (at, item, maker) in items {
+        let (item, maker) = match item.get("type").and_then(Value::as_str) {
+            Some("item_reference") => {
+                let id = item.get("id").and_then(Value::as_str);
+                let id = id.ok_or_else(|| ApiError::bad_request(format!("`{at}.id`: field required")))?;
+                match &mut lookup {
+                    Lookup::Collect(ids) => {
+                        ids.push(id.to_owned());
+                        continue;
+                    }
+                    Lookup::Found(referenced) => {
+                        let (item, maker) = referenced.get(id).ok_or_else(|| {
+                            ApiError::bad_request(format!("`{at}` refers to item {id}, which no kept response holds"))
+                        })?;
+                        (item.clone(), Some(Arc::clone(maker)))
+                    }
+                }
+            }
+            _ => (item, maker),
+        };
         let start = messages.len();
         input_item(&at, item, &mut messages)?;
         if let Some(maker) = maker {
@@ -204,11 +242,9 @@ fn input_item(at: &str, item: Value, messages: &mut Vec<Message>) -> Result<(), 
                 _ => messages.push(Message { content: vec![part], ..assistant() }),
             }
         }
+        // Found in the kept turns before this (see [`conversation`]); one inside another is not.
         "item_reference" => {
-            return Err(ApiError::bad_request(format!(
-                "`{at}` is an item_reference, which this gateway does not resolve; send the item itself, \
-                 or chain the turn with `previous_response_id`"
-            )));
+            return Err(ApiError::bad_request(format!("`{at}` is an item_reference to an item_reference")));
         }
         // Built-in tools' calls and outputs: kept as sent.
         _ => {

@@ -19,6 +19,19 @@ use crate::random_id::random_id;
 use crate::request::FREEFORM_INPUT;
 use fields::{ARGUMENTS_DELTA, DeltaKind, Done, ItemDone, PartAt, Tagged, Wrapped};
 
+/// What a response id starts with, and how many hex digits follow.
+const RESPONSE_PREFIX: &str = "resp_";
+const RESPONSE_DIGITS: usize = 32;
+
+/// The id of the response whose output holds item `item_id`, for an id
+/// this encoder made (`msg_`, `rs_`, `fc_` or `ctc_`, the response's digits,
+/// the item's place); none for any other id.
+pub fn response_of_item(item_id: &str) -> Option<String> {
+    let (_, rest) = item_id.split_once('_')?;
+    let digits = rest.get(..RESPONSE_DIGITS).filter(|_| rest.len() == RESPONSE_DIGITS + 4)?;
+    rest.bytes().all(|b| b.is_ascii_hexdigit()).then(|| format!("{RESPONSE_PREFIX}{digits}"))
+}
+
 /// The output item being written.
 enum Open {
     /// An assistant message of one `output_text` part, and the log
@@ -65,7 +78,7 @@ impl ResponseEncoder {
     pub fn new(model: &str, options: Options) -> Self {
         let created_at = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
         ResponseEncoder {
-            id: random_id("resp_", 32),
+            id: random_id(RESPONSE_PREFIX, RESPONSE_DIGITS),
             created_at,
             model: model.to_owned(),
             options,
@@ -169,6 +182,14 @@ impl ResponseEncoder {
         self.output.len()
     }
 
+    /// The id of the output item about to open: `prefix`, this response's
+    /// own id digits, then the item's place, so an `item_reference` to it
+    /// names the kept response it is in (see [`response_of_item`]).
+    fn item_id(&self, prefix: &str) -> String {
+        let digits = self.id.strip_prefix(RESPONSE_PREFIX).unwrap_or(&self.id);
+        format!("{prefix}{digits}{:04x}", self.output_index())
+    }
+
     /// Opens an item for `event` unless one of its kind is open; closes any other.
     fn open_for(&mut self, event: &Event, out: &mut BytesMut) {
         self.start(out);
@@ -183,15 +204,15 @@ impl ResponseEncoder {
         }
         self.close(out);
         let open = match event {
-            Event::Text(_) => Open::Message { id: random_id("msg_", 32), text: String::new(), logprobs: Vec::new() },
+            Event::Text(_) => Open::Message { id: self.item_id("msg_"), text: String::new(), logprobs: Vec::new() },
             Event::Reasoning(_) | Event::Signature(_) => {
-                Open::Reasoning { id: random_id("rs_", 32), text: String::new(), encrypted: None }
+                Open::Reasoning { id: self.item_id("rs_"), text: String::new(), encrypted: None }
             }
             Event::ToolCall(call) => {
                 let name = call.name.clone().unwrap_or_default();
                 let freeform = self.options.custom_tools.contains(&name);
                 Open::Call {
-                    id: random_id(if freeform { "ctc_" } else { "fc_" }, 32),
+                    id: self.item_id(if freeform { "ctc_" } else { "fc_" }),
                     index: call.index,
                     call_id: call.id.clone().unwrap_or_default(),
                     name,

@@ -97,10 +97,7 @@ fn a_conversation_is_refused_by_name_and_bad_bodies_say_what_is_wrong() {
         (json!({ "model": "m", "input": [{ "type": "function_call", "name": "f" }] }), "`input[0].call_id`"),
         (json!({ "model": "m", "input": "x", "text": { "format": { "type": "yaml" } } }), "text.format.type"),
         (json!({ "model": "m", "input": "x", "max_output_tokens": "lots" }), "`max_output_tokens`"),
-        (
-            json!({ "model": "m", "input": [{ "type": "item_reference", "id": "msg_1" }] }),
-            "`input[0]` is an item_reference",
-        ),
+        (json!({ "model": "m", "input": [{ "type": "item_reference" }] }), "`input[0].id`: field required"),
     ];
     for (body, expected) in cases {
         let message = refused(body.clone());
@@ -134,7 +131,7 @@ fn a_stored_conversation_goes_before_the_turn_and_its_reasoning_names_its_maker(
         ],
         maker: Arc::from("gpt"),
     };
-    continue_from(&mut ingress.request, &ingress.options, vec![turn]).expect("a good chain");
+    continue_from(&mut ingress.request, &ingress.options, vec![turn], &Referenced::new()).expect("a good chain");
     let request = &ingress.request;
     let roles: Vec<Role> = request.messages.iter().map(|message| message.role).collect();
     assert_eq!(roles, [Role::System, Role::User, Role::Assistant, Role::Tool], "instructions, then the turns in order");
@@ -149,4 +146,24 @@ fn a_stored_conversation_goes_before_the_turn_and_its_reasoning_names_its_maker(
     let elsewhere = request.for_provider("claude").expect("the reasoning is left out for another provider");
     assert!(elsewhere.messages[2].content.is_empty() && elsewhere.messages[2].tool_calls.len() == 1);
     assert!(request.for_provider("gpt").is_none(), "its maker reads it as it is");
+}
+
+#[test]
+fn an_item_reference_is_collected_then_becomes_the_item_it_names() {
+    let mut ingress = parsed(json!({ "model": "m", "input": [
+        { "role": "user", "content": "hi" },
+        { "type": "item_reference", "id": "msg_x" },
+        { "role": "user", "content": "and?" },
+    ] }));
+    assert_eq!(ingress.options.references, ["msg_x"], "collected for the door to find");
+    assert_eq!(ingress.request.messages.len(), 2, "and left out until it is found");
+    let mut referenced = Referenced::new();
+    let said = json!({ "id": "msg_x", "type": "message", "role": "assistant", "content": [{ "type": "output_text", "text": "hello" }] });
+    referenced.insert("msg_x".to_owned(), (said, Arc::from("gpt")));
+    continue_from(&mut ingress.request, &ingress.options, Vec::new(), &referenced).expect("found");
+    let texts: Vec<String> = ingress.request.messages.iter().map(Message::joined_text).collect();
+    assert_eq!(texts, ["hi", "hello", "and?"]);
+    assert_eq!(ingress.request.messages[1].made_by.as_deref(), Some("gpt"));
+    let missing = continue_from(&mut ingress.request, &ingress.options, Vec::new(), &Referenced::new());
+    assert!(missing.is_err_and(|err| err.message().contains("msg_x")));
 }

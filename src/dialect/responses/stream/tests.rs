@@ -163,3 +163,16 @@ fn log_probabilities_ride_on_their_text_delta_and_in_the_done_part() {
     let completed = &got.last().map(|(_, data)| data["response"]["output"][0]["content"][0]["logprobs"].clone());
     assert_eq!(completed.as_ref(), Some(&first));
 }
+
+#[test]
+fn an_output_item_s_id_names_its_response() {
+    let mut encoder = ResponseEncoder::new("m", options());
+    let mut out = BytesMut::new();
+    encoder.write_event(Event::Text("hi".into()), &mut out);
+    encoder.write_event(Event::Finish(FinishReason::Stop), &mut out);
+    let response = encoder.into_response();
+    let item = response["output"][0]["id"].as_str().expect("an item id").to_owned();
+    assert_eq!(response_of_item(&item).as_deref(), response["id"].as_str(), "{item}");
+    assert_eq!(response_of_item("msg_123"), None, "an id baton did not make names none");
+    assert_eq!(response_of_item("rs_zz"), None);
+}
