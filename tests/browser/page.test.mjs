@@ -122,6 +122,9 @@ test("with client keys, the playground says it needs one and works with it, on a
       assert.equal(await page.evaluate(() => localStorage.getItem("baton-client-key")), null, "and nowhere longer-lived");
       const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
       assert.ok(overflow <= 0, `${name}: no sideways scroll (${overflow} px too wide)`);
+      const sideways = await page.$$eval("section", (sections) =>
+        sections.filter((s) => s.scrollWidth > s.clientWidth).map((s) => s.id));
+      assert.deepEqual(sideways, [], `${name}: no section scrolls sideways either (the status tables fit)`);
 
       mkdirSync(ARTIFACTS, { recursive: true });
       await page.screenshot({ path: `${ARTIFACTS}/page-keyed-${name}.png`, fullPage: true });

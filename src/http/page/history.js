@@ -21,15 +21,16 @@ const NAMES = {
 };
 let last = null;
 
+// Values as the axes and tooltips show them, with their unit (a count's is in its axis's caption).
 const count = (v) => (Number.isInteger(v) ? String(v) : v.toFixed(1));
-const ms = (v) => (v === 0 ? "0" : `${v < 10 ? v.toFixed(1) : Math.round(v)} ms`);
-const pct = (v) => (v === 0 ? "0" : `${v < 10 ? Number(v.toFixed(1)) : Math.round(v)} %`);
+const ms = (v) => `${v === 0 || v >= 10 ? Math.round(v) : v.toFixed(1)} ms`;
+const pct = (v) => `${v < 10 ? Number(v.toFixed(1)) : Math.round(v)} %`;
 const usd = (v) => (v === 0 ? "$0" : v < 0.01 ? `$${Number(v.toPrecision(2))}` : `$${v.toFixed(2)}`);
 // The width a chart is drawn at: its box's, so its text is drawn at the page's size.
 const width = (id) => Math.max(240, $(id).clientWidth || 400);
 const two = (n) => String(n).padStart(2, "0");
 
-// A label per bucket: local time within a day, the UTC date for whole days.
+// A label per bucket, for the tooltips: local time within a day, the UTC date for whole days.
 function labels(since, bucketMs, buckets) {
   const start = Date.parse(since);
   return Array.from({ length: buckets }, (_, i) => {
@@ -38,6 +39,19 @@ function labels(since, bucketMs, buckets) {
     if (bucketMs > HOUR) return `${two(t.getMonth() + 1)}-${two(t.getDate())} ${two(t.getHours())}h`;
     return `${two(t.getHours())}:${two(t.getMinutes())}`;
   });
+}
+
+// What the time axis of a span needs: its buckets' labels and times, on UTC's clock for whole days.
+function axis(span) {
+  const time = { start: Date.parse(span.since), bucket: span.bucket_ms, utc: span.bucket_ms >= DAY };
+  return { labels: labels(span.since, span.bucket_ms, span.buckets), time };
+}
+
+// What one bucket of a span is, for the units of its charts: "minute", "6 hours".
+function per(span) {
+  const [unit, size] = span.bucket_ms >= DAY ? ["day", DAY] : span.bucket_ms >= HOUR ? ["hour", HOUR] : ["minute", 60000];
+  const n = span.bucket_ms / size;
+  return n === 1 ? unit : `${n} ${unit}s`;
 }
 
 // The place of a bucket's start in a span of buckets, or -1 outside it.
@@ -60,23 +74,22 @@ function series(rows, key, field, span, empty, kind) {
 }
 
 function drawActivity(activity) {
-  const axis = labels(activity.since, activity.bucket_ms, activity.buckets);
   const counts = (field) => series(activity.data, "provider", field, activity, 0, "provider");
   const providers = counts("requests");
-  const chart = (id, spec) => ({ labels: axis, width: width(id), ...spec });
-  $("chart-requests").innerHTML = stackedBars("requests", chart("chart-requests", { series: providers, format: count }));
-  const failovers = chart("chart-failovers", { series: counts("failovers"), format: count });
+  const chart = (id, spec) => ({ ...axis(activity), width: width(id), ...spec });
+  const requests = chart("chart-requests", { series: providers, format: count, unit: `requests per ${per(activity)}` });
+  $("chart-requests").innerHTML = stackedBars("requests", requests);
+  const failovers = chart("chart-failovers", { series: counts("failovers"), format: count, unit: `failovers per ${per(activity)}` });
   $("chart-failovers").innerHTML = stackedBars("failovers", failovers);
   const ttft = series(activity.data, "provider", "ttft_ms_mean", activity, null, "provider");
-  $("chart-ttft").innerHTML = lines("ttft", chart("chart-ttft", { series: ttft, format: ms }));
+  $("chart-ttft").innerHTML = lines("ttft", chart("chart-ttft", { series: ttft, format: ms, unit: "ms" }));
   $("legend-providers").innerHTML = legend(providers);
 }
 
 function drawSpend(spend) {
   const by = $("spend-by").value;
   const groups = series(spend[`by_${by}`], "group", "cost_usd", spend, 0, by);
-  const axis = labels(spend.since, spend.bucket_ms, spend.buckets);
-  const spec = { labels: axis, series: groups, format: usd, width: width("chart-spend") };
+  const spec = { ...axis(spend), series: groups, format: usd, unit: "USD per day", width: width("chart-spend") };
   $("chart-spend").innerHTML = stackedBars("spend", spec);
   $("legend-spend").innerHTML = legend(groups);
 }
@@ -86,8 +99,7 @@ function drawSpend(spend) {
 function drawFailoverRate(rate, spend) {
   const percent = rate.data.map((row) => ({ ...row, percent: row.rate == null ? null : 100 * row.rate }));
   const routes = series(percent, "route", "percent", spend, null, "route");
-  const axis = labels(spend.since, spend.bucket_ms, spend.buckets);
-  const spec = { labels: axis, series: routes, format: pct, width: width("chart-failover-rate") };
+  const spec = { ...axis(spend), series: routes, format: pct, unit: "% of requests failed over", width: width("chart-failover-rate") };
   $("chart-failover-rate").innerHTML = lines("failover-rate", spec);
   $("legend-failover-rate").innerHTML = legend(routes);
   const sum = (field) => rate.data.reduce((total, row) => total + row[field], 0);
@@ -108,8 +120,7 @@ function drawFailoverCost(cost, spend) {
     pair[0].values[i] = (pair[0].values[i] || 0) + row.cost_usd;
     pair[1].values[i] = (pair[1].values[i] || 0) + row.first_target_usd;
   }
-  const axis = labels(spend.since, spend.bucket_ms, spend.buckets);
-  const spec = { labels: axis, series: pair, format: usd, width: width("chart-failover-cost") };
+  const spec = { ...axis(spend), series: pair, format: usd, unit: "USD per day", width: width("chart-failover-cost") };
   $("chart-failover-cost").innerHTML = groupedBars("failover-cost", spec);
   $("legend-failover-cost").innerHTML = legend([PAID, FIRST]);
   const { requests, cost_usd: paid, first_target_usd: first } = cost.total;
