@@ -186,6 +186,12 @@ fn init_writes_a_starter_that_check_accepts_once_its_keys_are_set() {
     assert!(check.status.success(), "the starter is valid: {stdout} {}", String::from_utf8_lossy(&check.stderr));
     assert!(stdout.contains("route \"chat\""), "{stdout}");
     assert!(!stdout.contains("warning"), "and has nothing to warn about: {stdout}");
+    let targets: Vec<&str> = stdout.lines().filter(|line| line.contains(" model ")).collect();
+    assert_eq!(targets.len(), 3, "{stdout}");
+    assert!(
+        targets.iter().all(|line| line.contains(" out per Mtok")),
+        "every target is priced, so spend is drawn: {stdout}"
+    );
 }
 
 #[test]

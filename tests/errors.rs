@@ -201,8 +201,20 @@ fn bad_requests_get_clear_errors_and_nothing_goes_upstream() {
     run(HARD_LIMIT, async {
         let (proxy, provider) = healthy_proxy().await;
         let cases: Vec<(&str, Vec<u8>, u16, &str, &str)> = vec![
-            ("malformed json", b"{\"model\": \"chat\", ".to_vec(), 400, "invalid_request", "invalid request body"),
-            ("not json at all", b"hello".to_vec(), 400, "invalid_request", "invalid request body"),
+            (
+                "malformed json",
+                b"{\"model\": \"chat\", ".to_vec(),
+                400,
+                "invalid_request",
+                "the request body is not valid JSON (line 1, column 18: EOF",
+            ),
+            (
+                "not json at all",
+                b"hello".to_vec(),
+                400,
+                "invalid_request",
+                "the request body is not valid JSON (line 1, column 1: expected value)",
+            ),
             ("missing messages", br#"{"model": "chat"}"#.to_vec(), 400, "invalid_request", "messages"),
             (
                 "empty messages",
@@ -216,7 +228,7 @@ fn bad_requests_get_clear_errors_and_nothing_goes_upstream() {
                 br#"{"model": "chat", "messages": [{"role": "wizard", "content": "hi"}]}"#.to_vec(),
                 400,
                 "invalid_request",
-                "wizard",
+                "\"wizard\" is not one of system, developer, user, assistant, tool",
             ),
             (
                 "unknown model",

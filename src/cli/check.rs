@@ -40,8 +40,12 @@ pub(crate) async fn run(path: &std::path::Path) -> Result<(), AnyError> {
                 _ => String::new(),
             };
             let window = target.context_window.map(|w| format!(", context window {w}")).unwrap_or_default();
+            let price = match target.price {
+                Some(price) => format!(", ${} in / ${} out per Mtok", price.input_per_mtok, price.output_per_mtok),
+                None => ", unpriced (costs nothing in spend, budgets and charts)".to_owned(),
+            };
             println!(
-                "  {}. {} ({}, {}) model {}, first token {} ms, {} retries{weight}{window}",
+                "  {}. {} ({}, {}) model {}, first token {} ms, {} retries{weight}{window}{price}",
                 i + 1,
                 provider.name,
                 provider.kind,

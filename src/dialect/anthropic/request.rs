@@ -44,8 +44,7 @@ pub fn count_tokens_request(body: Bytes, headers: &HeaderMap) -> Result<(String,
 }
 
 fn body_fields(body: &[u8]) -> Result<Fields, ApiError> {
-    let value: Value =
-        serde_json::from_slice(body).map_err(|err| ApiError::bad_request(format!("invalid request body: {err}")))?;
+    let value: Value = crate::dialect::fields::json_body(body)?;
     Fields::new(value, "")
 }
 

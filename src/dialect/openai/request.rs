@@ -153,8 +153,7 @@ struct WireMessage {
 
 /// Parses and checks a request body.
 pub fn parse(body: &[u8]) -> Result<Ingress<Options>, ApiError> {
-    let body: WireBody =
-        serde_json::from_slice(body).map_err(|err| ApiError::bad_request(format!("invalid request body: {err}")))?;
+    let body: WireBody = crate::dialect::fields::json_body(body)?;
     let model = body.model.ok_or_else(|| ApiError::bad_request("invalid request body: missing field `model`"))?;
     let messages =
         body.messages.ok_or_else(|| ApiError::bad_request("invalid request body: missing field `messages`"))?;
@@ -202,7 +201,11 @@ fn message((i, wire): (usize, WireMessage)) -> Result<Message, ApiError> {
         "user" => Role::User,
         "assistant" => Role::Assistant,
         "tool" => Role::Tool,
-        other => return Err(ApiError::bad_request(format!("messages[{i}].role {other:?} is not supported"))),
+        other => {
+            return Err(ApiError::bad_request(format!(
+                "messages[{i}].role {other:?} is not one of system, developer, user, assistant, tool"
+            )));
+        }
     };
     let content = match wire.content {
         None | Some(Value::Null) => Vec::new(),

@@ -53,8 +53,7 @@ pub struct StoredTurn {
 
 /// Parses and checks a `POST /v1/responses` body.
 pub fn parse(body: Bytes) -> Result<Ingress<Options>, ApiError> {
-    let value: Value =
-        serde_json::from_slice(&body).map_err(|err| ApiError::bad_request(format!("invalid request body: {err}")))?;
+    let value: Value = crate::dialect::fields::json_body(&body)?;
     let mut fields = Fields::new(value, "")?;
     if fields.map.get("conversation").is_some_and(|v| !v.is_null()) {
         return Err(ApiError::bad_request(
