@@ -151,7 +151,7 @@ async fn check_prints_each_route_s_strategy_aliases_weights_and_windows_and_name
     assert!(out.status.success(), "{stdout} {}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("route \"chat\" (idle 30000 ms) strategy weighted, also \"tier:fast\""), "{stdout}");
     assert!(stdout.contains("model m, first token 10000 ms, 0 retries, weight 3, context window 8192"), "{stdout}");
-    assert!(stdout.contains("model n, first token 10000 ms, 0 retries, weight 1\n"), "{stdout}");
+    assert!(stdout.contains("model n, first token 10000 ms, 0 retries, weight 1, unpriced"), "{stdout}");
 
     let path = support::config_file("routing-check-bad", &good.replace("weight = 3", "weight = 0"));
     let out = support::Baton::once(&["check", "--config"]).arg(&path).output().expect("runs");
