@@ -75,6 +75,13 @@ fn anthropic_turns(sent: &Value) -> Vec<String> {
         .collect()
 }
 
+/// A baton keeping turns in `backend`, with the keys of Ann and Bob and a
+/// route "chat" to `mock`.
+async fn keyed(backend: &Backend, name: &str, mock: &MockHandle) -> (Proxy, baton::AppState) {
+    let keys = format!("[[keys]]\nname = \"ann\"\nkey = \"{ANN}\"\n\n[[keys]]\nname = \"bob\"\nkey = \"{BOB}\"\n");
+    Proxy::start_recorded_text(&format!("{}{keys}{}", backend.toml(), ChatConfig::new().mock(name, mock).toml())).await
+}
+
 /// A route "chat": an OpenAI Responses target that fails after its first
 /// request, then an Anthropic one; kept in `backend`'s store.
 async fn failing_over(backend: &Backend) -> (MockHandle, MockHandle, String) {
@@ -167,9 +174,7 @@ fn a_key_sees_only_its_own_responses_and_store_false_keeps_nothing() {
     support::run(HARD_LIMIT, async {
         let backend = Backend::sqlite("owners");
         let gpt = MockProvider::openai_responses().spawned().await;
-        let keys = format!("[[keys]]\nname = \"ann\"\nkey = \"{ANN}\"\n\n[[keys]]\nname = \"bob\"\nkey = \"{BOB}\"\n");
-        let text = format!("{}{keys}{}", backend.toml(), ChatConfig::new().mock("gpt", &gpt).toml());
-        let (proxy, _state) = Proxy::start_recorded_text(&text).await;
+        let (proxy, _state) = keyed(&backend, "gpt", &gpt).await;
         let anns = response_of(&respond(&proxy, &json!({ "model": "chat", "input": "mine" }), Some(ANN)).await);
         let id = anns["id"].as_str().unwrap();
         assert_eq!(on_response(&proxy, reqwest::Method::GET, id, Some(ANN)).await.0, 200);
@@ -254,9 +259,7 @@ fn an_item_reference_is_found_in_the_kept_turn_it_names() {
     support::run(HARD_LIMIT, async {
         let backend = Backend::sqlite("references");
         let claude = MockProvider::anthropic().spawned().await;
-        let keys = format!("[[keys]]\nname = \"ann\"\nkey = \"{ANN}\"\n\n[[keys]]\nname = \"bob\"\nkey = \"{BOB}\"\n");
-        let text = format!("{}{keys}{}", backend.toml(), ChatConfig::new().mock("claude", &claude).toml());
-        let (proxy, _state) = Proxy::start_recorded_text(&text).await;
+        let (proxy, _state) = keyed(&backend, "claude", &claude).await;
         let first = response_of(&respond(&proxy, &json!({ "model": "chat", "input": "first" }), Some(ANN)).await);
         let message = first["output"].as_array().unwrap().iter().find(|item| item["type"] == "message").unwrap();
         let id = message["id"].as_str().unwrap();
