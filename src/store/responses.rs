@@ -215,14 +215,18 @@ impl Recent {
     }
 }
 
+/// What a statement about a kept turn gives, within [`STATEMENT_LIMIT`].
+async fn bounded<T>(statement: impl Future<Output = Result<T, sqlx::Error>>) -> Result<T, DbError> {
+    Ok(tokio::time::timeout(STATEMENT_LIMIT, statement).await.map_err(|_| DbError::Timeout(STATEMENT_LIMIT))??)
+}
+
 /// The turn `id` as the database has it.
 async fn read(db: &Db, id: &str) -> Result<Option<KeptTurn>, DbError> {
     let statement =
         sqlx::query("SELECT owner, created_ms, previous_id, maker, input, response FROM responses WHERE id = $1")
             .bind(id)
             .fetch_optional(db.pool());
-    let row =
-        tokio::time::timeout(STATEMENT_LIMIT, statement).await.map_err(|_| DbError::Timeout(STATEMENT_LIMIT))??;
+    let row = bounded(statement).await?;
     row.map(|row| {
         Ok(KeptTurn {
             id: id.to_owned(),
@@ -251,15 +255,14 @@ async fn write(db: &Db, turn: &KeptTurn) -> Result<(), DbError> {
     .bind(&turn.input)
     .bind(&turn.response)
     .execute(db.pool());
-    tokio::time::timeout(STATEMENT_LIMIT, statement).await.map_err(|_| DbError::Timeout(STATEMENT_LIMIT))??;
+    bounded(statement).await?;
     Ok(())
 }
 
 /// Deletes turn `id`: whether the database had it.
 async fn delete(db: &Db, id: &str) -> Result<bool, DbError> {
     let statement = sqlx::query("DELETE FROM responses WHERE id = $1").bind(id).execute(db.pool());
-    let done =
-        tokio::time::timeout(STATEMENT_LIMIT, statement).await.map_err(|_| DbError::Timeout(STATEMENT_LIMIT))??;
+    let done = bounded(statement).await?;
     Ok(done.rows_affected() > 0)
 }
 
