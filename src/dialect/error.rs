@@ -146,6 +146,22 @@ impl ApiError {
         Self::new(StatusCode::NOT_FOUND, ErrorKind::InvalidRequest, code, message)
     }
 
+    /// A chained conversation whose earlier turn `missing` is no longer
+    /// kept: refused rather than sent shortened.
+    pub fn chain_broken(previous: &str, missing: &str) -> Self {
+        let message = format!(
+            "the conversation `previous_response_id` {previous} continues reaches response {missing}, \
+             which is no longer kept (deleted, or older than the store's retention)"
+        );
+        Self::new(StatusCode::NOT_FOUND, ErrorKind::InvalidRequest, "previous_response_not_found", message)
+    }
+
+    /// An `item_reference` to an item no kept response of the caller holds.
+    pub fn item_not_found(id: &str) -> Self {
+        let message = format!("Item with id '{id}' not found. Items are kept only when `store` is not false.");
+        Self::new(StatusCode::NOT_FOUND, ErrorKind::InvalidRequest, "item_not_found", message)
+    }
+
     /// The store that keeps responses did not answer in time.
     pub fn store_unavailable() -> Self {
         let message = "the response store did not answer; try again shortly";

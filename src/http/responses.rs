@@ -7,6 +7,9 @@
 //! (`[store] backend = "none"`) nothing is kept and a chained turn is
 //! refused by name.
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
@@ -102,15 +105,7 @@ fn owner(key: Option<&ClientKey>) -> String {
 async fn chain(records: &Records, previous: &str, owner: &str, max_bytes: usize) -> Result<Vec<StoredTurn>, ApiError> {
     let kept = records.kept_chain(previous, owner, max_bytes).await.map_err(|err| match err {
         ChainError::Missing(id) if id == previous => ApiError::response_not_found(&id, true),
-        ChainError::Missing(id) => ApiError::new(
-            http::StatusCode::NOT_FOUND,
-            crate::dialect::ErrorKind::InvalidRequest,
-            "previous_response_not_found",
-            format!(
-                "the conversation `previous_response_id` {previous} continues reaches response {id}, \
-                 which is no longer kept (deleted, or older than the store's retention)"
-            ),
-        ),
+        ChainError::Missing(id) => ApiError::chain_broken(previous, &id),
         ChainError::TooLong(limit) => ApiError::bad_request(format!(
             "the conversation `previous_response_id` {previous} continues is longer than {limit}; \
              start a new one, or send what matters of it in `input`"
@@ -120,26 +115,27 @@ async fn chain(records: &Records, previous: &str, owner: &str, max_bytes: usize)
     Ok(kept.iter().map(|turn| stored_turn(turn)).collect())
 }
 
+/// A kept turn's output items, and the provider that wrote them.
+type KeptOutput = (Vec<Value>, Arc<str>);
+
 /// The earlier output items `ids` name (`item_reference`), each found in the
-/// kept turn its id names, `owner`'s; 404 for one no kept turn holds.
+/// kept turn its id names, `owner`'s, each such turn read once; 404 for one
+/// no kept turn holds.
 async fn referenced(records: &Records, ids: &[String], owner: &str) -> Result<Referenced, ApiError> {
+    let mut turns: HashMap<String, Option<KeptOutput>> = HashMap::new();
     let mut found = Referenced::new();
     for id in ids {
-        let missing = || {
-            let message = format!("Item with id '{id}' not found. Items are kept only when `store` is not false.");
-            ApiError::new(
-                http::StatusCode::NOT_FOUND,
-                crate::dialect::ErrorKind::InvalidRequest,
-                "item_not_found",
-                message,
-            )
-        };
-        let response = response_of_item(id).ok_or_else(missing)?;
-        let turn = records.kept_turn(&response, owner).await.map_err(|_| ApiError::store_unavailable())?;
-        let turn = turn.ok_or_else(missing)?;
-        let output = stored_turn(&turn).output;
-        let item = output.into_iter().find(|item| item.get("id").and_then(Value::as_str) == Some(id.as_str()));
-        found.insert(id.clone(), (item.ok_or_else(missing)?, turn.maker.as_str().into()));
+        let response = response_of_item(id).ok_or_else(|| ApiError::item_not_found(id))?;
+        if !turns.contains_key(&response) {
+            let turn = records.kept_turn(&response, owner).await.map_err(|_| ApiError::store_unavailable())?;
+            turns.insert(response.clone(), turn.map(|turn| (output_of(&turn), turn.maker.as_str().into())));
+        }
+        let kept = turns.get(&response).and_then(Option::as_ref);
+        let item = kept.and_then(|(output, maker)| {
+            let item = output.iter().find(|item| item.get("id").and_then(Value::as_str) == Some(id.as_str()))?;
+            Some((item.clone(), Arc::clone(maker)))
+        });
+        found.insert(id.clone(), item.ok_or_else(|| ApiError::item_not_found(id))?);
     }
     Ok(found)
 }
@@ -147,11 +143,15 @@ async fn referenced(records: &Records, ids: &[String], owner: &str) -> Result<Re
 /// A kept turn as the dialect rebuilds it: its input, and its response's output.
 fn stored_turn(turn: &KeptTurn) -> StoredTurn {
     let input = serde_json::from_str(&turn.input).unwrap_or_default();
-    let output = serde_json::from_str::<Value>(&turn.response)
+    StoredTurn { input, output: output_of(turn), maker: turn.maker.as_str().into() }
+}
+
+/// The output items of a kept turn's response.
+fn output_of(turn: &KeptTurn) -> Vec<Value> {
+    serde_json::from_str::<Value>(&turn.response)
         .ok()
         .and_then(|mut response| serde_json::from_value(response.get_mut("output")?.take()).ok())
-        .unwrap_or_default();
-    StoredTurn { input, output, maker: turn.maker.as_str().into() }
+        .unwrap_or_default()
 }
 
 /// Keeps one answered turn in the store.
