@@ -22,12 +22,12 @@
 
 import { after, test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
-  assertAgentAnswered, assertChatToolRoundTrip, assertMessagesToolRoundTrip, recorded, recordingProxy, runAgent, serve,
-  serveRoute, startMock,
+  assertAgentAnswered, assertChatToolRoundTrip, assertMessagesToolRoundTrip, cloudProvider, recorded, recordingProxy,
+  runAgent, serve, serveRoute, startMock,
 } from "./gateway.mjs";
 
 const here = new URL(".", import.meta.url).pathname;
@@ -184,10 +184,6 @@ test("claude -p fails over from Anthropic to Bedrock to Vertex with its body unc
   const anthropic = await mock("anthropic", ["--fault", "http_429"]);
   const bedrock = await mock("bedrock", ["--fault", "http_429"]);
   const vertex = await mock("vertex", ["--api-key", "ya29.issued"]);
-  const key = JSON.parse(readFileSync(join(here, "../../../fixtures/vertex/test-only-service-account.json"), "utf8"));
-  key.token_uri = `http://${vertex.addr}/token`;
-  const keyFile = join(mkdtempSync(join(tmpdir(), "baton-vertex-key-")), "sa.json");
-  writeFileSync(keyFile, JSON.stringify(key));
   const config = `listen = "127.0.0.1:0"
 
 [[keys]]
@@ -199,22 +195,8 @@ name = "anthropic"
 kind = "anthropic"
 base_url = "http://${anthropic.addr}"
 
-[[providers]]
-name = "bedrock"
-kind = "bedrock"
-region = "us-east-1"
-base_url = "http://${bedrock.addr}"
-aws_access_key_id = "AKIDCONFIG"
-aws_secret_access_key = "config-secret"
-
-[[providers]]
-name = "vertex"
-kind = "vertex"
-project = "p"
-region = "us-east5"
-base_url = "http://${vertex.addr}"
-credentials_file = "${keyFile}"
-
+${cloudProvider("bedrock", bedrock)}
+${cloudProvider("vertex", vertex)}
 [[routes]]
 model = "${ROUTE}"
 max_retry_wait_ms = 0

@@ -32,12 +32,12 @@
 
 import { after, test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
   assertAgentAnswered, assertChatToolRoundTrip, assertMessagesToolRoundTrip, recorded, recordingProxy as sharedRecordingProxy,
-  runAgent, serve, serveRoute, startMock, textOf,
+  cloudProvider, runAgent, serve, serveRoute, startMock, textOf,
 } from "./gateway.mjs";
 
 const here = new URL(".", import.meta.url).pathname;
@@ -236,25 +236,6 @@ for (const kind of ["gemini", "azure"]) {
     assert.ok(records.every((r) => !JSON.stringify(r.body).includes("multi_agent_v1")), "the namespace tool was left out");
     assert.ok(JSON.stringify(records[0].body).includes("exec_command"), "Codex's functions went along");
   });
-}
-
-/**
- * The `[[providers]]` entry of a simulated cloud `mock` of `kind`, named
- * after its kind: Bedrock with AWS keys (the simulated one checks no
- * signature unless given one), Vertex with the test-only service account's
- * key file, its `token_uri` the simulated Vertex's own.
- */
-function cloudProvider(kind, mock) {
-  if (kind === "bedrock") {
-    return `[[providers]]\nname = "bedrock"\nkind = "bedrock"\nregion = "us-east-1"\nbase_url = "http://${mock.addr}"
-aws_access_key_id = "AKIDCONFIG"\naws_secret_access_key = "config-secret"\n`;
-  }
-  const key = JSON.parse(readFileSync(join(here, "../../../fixtures/vertex/test-only-service-account.json"), "utf8"));
-  key.token_uri = `http://${mock.addr}/token`;
-  const keyFile = join(mkdtempSync(join(tmpdir(), "baton-vertex-key-")), "sa.json");
-  writeFileSync(keyFile, JSON.stringify(key));
-  return `[[providers]]\nname = "vertex"\nkind = "vertex"\nproject = "p"\nregion = "us-east5"
-base_url = "http://${mock.addr}"\ncredentials_file = "${keyFile}"\n`;
 }
 
 // The clouds, with a route's defaults: a model Bedrock serves through

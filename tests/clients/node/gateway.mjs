@@ -5,7 +5,7 @@
 
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -265,4 +265,23 @@ export function assertAgentAnswered(name, run, result) {
   assert.equal(run.code, 0, `${name} exits 0; got ${said}`);
   assert.match(run.stdout, /^the tool said: /, `it prints the model's answer about the tool's result; got ${said}`);
   assert.ok(run.stdout.includes(result), `the answer quotes the tool's result ${result}; got ${said}`);
+}
+
+/**
+ * The `[[providers]]` entry of a simulated cloud `mock` of `kind`, named
+ * after its kind: Bedrock with AWS keys (the simulated one checks no
+ * signature unless given one), Vertex with the test-only service account's
+ * key file, its `token_uri` the simulated Vertex's own.
+ */
+export function cloudProvider(kind, mock) {
+  if (kind === "bedrock") {
+    return `[[providers]]\nname = "bedrock"\nkind = "bedrock"\nregion = "us-east-1"\nbase_url = "http://${mock.addr}"
+aws_access_key_id = "AKIDCONFIG"\naws_secret_access_key = "config-secret"\n`;
+  }
+  const key = JSON.parse(readFileSync(new URL("../../../fixtures/vertex/test-only-service-account.json", import.meta.url), "utf8"));
+  key.token_uri = `http://${mock.addr}/token`;
+  const keyFile = join(mkdtempSync(join(tmpdir(), "baton-vertex-key-")), "sa.json");
+  writeFileSync(keyFile, JSON.stringify(key));
+  return `[[providers]]\nname = "vertex"\nkind = "vertex"\nproject = "p"\nregion = "us-east5"
+base_url = "http://${mock.addr}"\ncredentials_file = "${keyFile}"\n`;
 }
